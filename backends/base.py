@@ -1,0 +1,50 @@
+"""The contract every parallel-rag backend retriever follows.
+
+A backend is a plain LangChain ``BaseRetriever``: it can be used alone in any LCEL chain. On top
+of that, our backends accept per-call ``k`` and ``filters`` keyword arguments (LangChain forwards
+``invoke(query, **kwargs)`` to ``_get_relevant_documents``) and return documents that carry a
+stable ``id`` and their retrieval score in ``metadata[SCORE_KEY]``. The retrieve node pops the
+score out of the metadata into the branch's source record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langchain_core.documents import Document
+
+SCORE_KEY = "retrieval_score"
+"""Metadata key under which a backend reports a document's retrieval score."""
+
+RetrievalKind = Literal["lexical", "dense"]
+"""Lexical branches never receive HyDE views; dense ones do."""
+
+MetadataFilter = Mapping[str, str | int | float | bool]
+"""Flat metadata equality filter: every key must equal its value."""
+
+
+def matches_filter(metadata: Mapping[str, Any], filters: MetadataFilter | None) -> bool:
+    """True when every filter key is present in ``metadata`` with an equal value."""
+    if not filters:
+        return True
+    return all(key in metadata and metadata[key] == value for key, value in filters.items())
+
+
+def retrieval_kind_of(retriever: Any) -> RetrievalKind:
+    """Best guess of a retriever's kind; foreign retrievers count as lexical unless vector-backed."""
+    declared = getattr(retriever, "retrieval_kind", None)
+    if declared in ("lexical", "dense"):
+        return declared
+    if hasattr(retriever, "vectorstore"):
+        return "dense"
+    return "lexical"
+
+
+def scored_document(
+    doc_id: str, content: str, metadata: Mapping[str, Any], score: float
+) -> Document:
+    """A result document in the backend contract: stable id, score in metadata."""
+    return Document(
+        id=doc_id, page_content=content, metadata={**metadata, SCORE_KEY: float(score)}
+    )
