@@ -10,9 +10,12 @@ score out of the metadata into the branch's source record.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
 
 SCORE_KEY = "retrieval_score"
 """Metadata key under which a backend reports a document's retrieval score."""
@@ -32,7 +35,7 @@ def matches_filter(metadata: Mapping[str, Any], filters: MetadataFilter | None) 
 
 
 def retrieval_kind_of(retriever: Any) -> RetrievalKind:
-    """Best guess of a retriever's kind; foreign retrievers count as lexical unless vector-backed."""
+    """Kind of a retriever; foreign ones count as lexical unless vector-store backed."""
     declared = getattr(retriever, "retrieval_kind", None)
     if declared in ("lexical", "dense"):
         return declared
@@ -45,6 +48,31 @@ def scored_document(
     doc_id: str, content: str, metadata: Mapping[str, Any], score: float
 ) -> Document:
     """A result document in the backend contract: stable id, score in metadata."""
-    return Document(
-        id=doc_id, page_content=content, metadata={**metadata, SCORE_KEY: float(score)}
-    )
+    return Document(id=doc_id, page_content=content, metadata={**metadata, SCORE_KEY: float(score)})
+
+
+def supports_search_kwargs(retriever: Any) -> bool:
+    """Our backends take ``k``/``filters`` per call; foreign retrievers are post-filtered."""
+    return bool(getattr(retriever, "accepts_search_kwargs", False))
+
+
+class SearchKwargsRetriever(BaseRetriever):
+    """Base for our backends: per-call ``k``/``filters`` reach the sync search on both paths
+    (LangChain's default async path would drop them), run off the event loop."""
+
+    accepts_search_kwargs: ClassVar[bool] = True
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return await run_in_executor(
+            None,
+            self._get_relevant_documents,
+            query,
+            run_manager=run_manager.get_sync(),
+            **kwargs,
+        )

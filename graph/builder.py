@@ -1,0 +1,174 @@
+"""``build_graph``: the compiled LangGraph workflow for a configuration.
+
+RAGRequest -> [rewrite] -> retrieve x N (Send) -> [rerank x N] -> fuse -> generate -> RAGResult.
+Any LangChain ``BaseRetriever`` can join as a branch (``retrievers={name: obj}``) and any chat
+model can fill the rewriter or generator slot, so the graph composes with an existing app.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.retrievers import BaseRetriever
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from parallel_rag.backends.base import retrieval_kind_of
+from parallel_rag.graph.components import (
+    make_generator,
+    make_retriever,
+    make_rewriter,
+    make_scorer,
+)
+from parallel_rag.graph.configuration import (
+    ConfigError,
+    PipelineConfig,
+    RewriterConfig,
+    load_config,
+    parse_config,
+)
+from parallel_rag.graph.routing import make_entry_router, make_view_router
+from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
+from parallel_rag.nodes.fuse import make_fuse_node
+from parallel_rag.nodes.generate import GenerateNode
+from parallel_rag.nodes.rerank import make_rerank_node
+from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode
+from parallel_rag.nodes.rewrite import RewriteNode
+
+ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
+
+
+class RAGGraph(CompiledStateGraph):
+    """A compiled StateGraph that validates its input (unknown keys, empty query, bad top_k)
+    before running: LangGraph itself silently drops keys outside the input schema."""
+
+    def stream(self, input, config=None, **kwargs):  # noqa: A002
+        return super().stream(_validated(input), config, **kwargs)
+
+    def astream(self, input, config=None, **kwargs):  # noqa: A002
+        return super().astream(_validated(input), config, **kwargs)
+
+
+def _validated(value: Any) -> Any:
+    if (
+        value is None
+        or not isinstance(value, dict | str | RAGRequest)
+        and not hasattr(value, "to_string")
+    ):
+        return value  # resume / Command inputs pass through untouched
+    return coerce_request(value)
+
+
+def _resolve_config(
+    config: ConfigSource, extra: Mapping[str, BaseRetriever]
+) -> tuple[PipelineConfig, Path]:
+    names = list(extra)
+    dense = [n for n, r in extra.items() if retrieval_kind_of(r) == "dense"]
+    if isinstance(config, PipelineConfig | Mapping):
+        data = (
+            config.model_dump(exclude_unset=True) if isinstance(config, PipelineConfig) else config
+        )
+        if "retrievers" not in data and extra:
+            data = {**data, "retrievers": []}
+        return parse_config(dict(data), extra_retrievers=names, extra_dense=dense), Path.cwd()
+    loaded, base_dir = load_config(config)
+    if extra:  # re-validate with the code-supplied retrievers counted
+        loaded = parse_config(loaded, extra_retrievers=names, extra_dense=dense)
+    return loaded, base_dir
+
+
+def build_graph(
+    config: ConfigSource = None,
+    *,
+    retrievers: Mapping[str, BaseRetriever] | None = None,
+    rewriter_model: BaseChatModel | None = None,
+    generator_model: BaseChatModel | None = None,
+    base_dir: str | os.PathLike | None = None,
+    name: str = "parallel-rag",
+) -> RAGGraph:
+    """Compile the workflow. ``config`` is a ``PipelineConfig``, a mapping, a YAML path, or None
+    (``$PARALLEL_RAG_CONFIG``, ./parallel-rag.yaml, else the embedded defaults)."""
+    extra = dict(retrievers or {})
+    for branch_name, obj in extra.items():
+        if not isinstance(obj, BaseRetriever):
+            raise ConfigError(
+                f"retrievers.{branch_name}: expected a BaseRetriever, got {type(obj).__name__}"
+            )
+    pipeline, default_base = _resolve_config(config, extra)
+    root = Path(base_dir).resolve() if base_dir is not None else default_base
+
+    branches: list[RetrievalBranch] = []
+    for entry in pipeline.retrievers:
+        retriever = make_retriever(entry, pipeline, root)
+        branches.append(
+            RetrievalBranch(
+                name=entry.name,
+                index=len(branches),
+                retriever=retriever,
+                kind=retrieval_kind_of(retriever),
+                top_k=entry.top_k,
+                on_failure=entry.on_failure or pipeline.on_failure,
+                timeout_seconds=entry.timeout_seconds,
+            )
+        )
+    for branch_name, retriever in extra.items():
+        branches.append(
+            RetrievalBranch(
+                name=branch_name,
+                index=len(branches),
+                retriever=retriever,
+                kind=retrieval_kind_of(retriever),
+                on_failure=pipeline.on_failure,
+            )
+        )
+
+    rewriter_config = pipeline.rewriter or (RewriterConfig() if rewriter_model else None)
+    builder = StateGraph(RAGState, input_schema=RAGRequest, output_schema=RAGResult)
+    entry_targets = ["retrieve"]
+    if rewriter_config is not None:
+        rewriter = make_rewriter(rewriter_config, rewriter_model)
+        node = RewriteNode(
+            rewriter,
+            include_original=rewriter_config.include_original,
+            on_failure=rewriter_config.on_failure or pipeline.on_failure,
+        )
+        builder.add_node("rewrite", node.as_runnable())
+        builder.add_conditional_edges(
+            "rewrite", make_view_router(branches, pipeline.tenant_field), ["retrieve"]
+        )
+        entry_targets = ["rewrite", "retrieve"]
+    builder.add_conditional_edges(
+        START,
+        make_entry_router(branches, pipeline.tenant_field, rewriter_config is not None),
+        entry_targets,
+    )
+
+    reranker = pipeline.reranker
+    retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranker is not None)
+    if reranker is not None:
+        builder.add_node("retrieve", retrieve.as_runnable(), destinations=("rerank",))
+        builder.add_node(
+            "rerank",
+            make_rerank_node(
+                make_scorer(reranker),
+                top_k=reranker.top_k,
+                on_failure=reranker.on_failure or pipeline.on_failure,
+            ),
+        )
+        builder.add_edge("rerank", "fuse")
+    else:
+        builder.add_node("retrieve", retrieve.as_runnable())
+        builder.add_edge("retrieve", "fuse")
+
+    builder.add_node("fuse", make_fuse_node(k=pipeline.fusion.k, weights=pipeline.fusion.weights))
+    generator = make_generator(pipeline.generator, generator_model)
+    builder.add_node("generate", GenerateNode(generator).as_runnable())
+    builder.add_edge("fuse", "generate")
+    builder.add_edge("generate", END)
+
+    compiled = builder.compile(name=name)
+    compiled.__class__ = RAGGraph
+    return compiled

@@ -1,0 +1,123 @@
+"""``ingest``: read files once, chunk them, and write the same chunks into every configured
+index (BM25 and Qdrant here), replacing earlier chunks of the same files.
+
+All files are read and validated before anything is written, so a bad file leaves every index
+as it was. Embeddings are computed once and shared by all dense stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from parallel_rag.backends.bm25 import BM25Index
+from parallel_rag.backends.document_loading import (
+    Chunk,
+    DocumentLoadError,
+    discover_files,
+    file_id_for,
+    load_chunks,
+)
+from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.qdrant import write_chunks
+from parallel_rag.graph.components import resolve_path
+from parallel_rag.graph.configuration import BM25Entry, ConfigError, PipelineConfig, QdrantEntry
+from tqdm.auto import tqdm
+
+EMBED_BATCH = 64
+
+
+@dataclass
+class IngestReport:
+    """What an ingest run wrote."""
+
+    files: list[str] = field(default_factory=list)
+    chunks: int = 0
+    indexes: list[str] = field(default_factory=list)
+
+
+def replace_in_bm25(
+    entry: BM25Entry, base_dir: Path, chunks: Sequence[Chunk], file_ids: set[str]
+) -> int:
+    """Rebuild the BM25 index with the files' old chunks swapped for the new ones."""
+    settings = entry.backend_config
+    path = Path(resolve_path(settings.index_path, base_dir))
+    kept: list[tuple[str, str, dict[str, Any]]] = []
+    if path.exists():
+        existing = BM25Index.load(path, settings.engine)
+        kept = [
+            (c.id, c.content, c.metadata)
+            for c in existing.chunks
+            if c.metadata.get("file_id") not in file_ids
+        ]
+    merged = kept + [(c.id, c.content, c.metadata) for c in chunks]
+    index = BM25Index.from_chunks(merged, engine=settings.engine, k1=settings.k1, b=settings.b)
+    index.save(path)
+    return len(merged)
+
+
+def embed_chunks(
+    chunks: Sequence[Chunk], model: str, device: str, progress: bool
+) -> list[list[float]]:
+    embeddings = load_embeddings(model, device)
+    vectors: list[list[float]] = []
+    batches = range(0, len(chunks), EMBED_BATCH)
+    for start in tqdm(batches, desc="embedding", unit="batch", disable=not progress):
+        vectors.extend(
+            embeddings.embed_documents([c.content for c in chunks[start : start + EMBED_BATCH]])
+        )
+    return vectors
+
+
+def ingest_paths(
+    paths: Iterable[str | Path],
+    config: PipelineConfig,
+    base_dir: Path,
+    *,
+    progress: bool = True,
+    chunk_size: int = 1000,
+    chunk_overlap: int = 150,
+    extra_metadata: dict[str, Any] | None = None,
+) -> IngestReport:
+    """Ingest files or directories into every bm25/qdrant index the config names."""
+    targets = [e for e in config.retrievers if isinstance(e, BM25Entry | QdrantEntry)]
+    if not targets:
+        raise ConfigError("retrievers: no configured retriever has an index parallel-rag can write")
+    files = discover_files(paths)
+    if not files:
+        raise DocumentLoadError("no .md, .txt or .jsonl files found in the given paths")
+    chunks: list[Chunk] = []
+    for path in tqdm(files, desc="reading", unit="file", disable=not progress):
+        chunks.extend(
+            load_chunks(
+                path,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                extra_metadata=extra_metadata,
+            )
+        )
+    file_ids = {file_id_for(path) for path in files}
+    report = IngestReport(files=[str(p) for p in files], chunks=len(chunks))
+
+    vectors: list[list[float]] | None = None
+    for entry in targets:
+        if isinstance(entry, QdrantEntry):
+            if vectors is None:
+                vectors = embed_chunks(
+                    chunks, config.embeddings.model, config.embeddings.device, progress
+                )
+            write_chunks(
+                entry.backend_config,
+                base_dir,
+                ids=[c.id for c in chunks],
+                texts=[c.content for c in chunks],
+                metadatas=[c.metadata for c in chunks],
+                vectors=vectors,
+                replace_file_ids=sorted(file_ids),
+            )
+        else:
+            replace_in_bm25(entry, base_dir, chunks, file_ids)
+        report.indexes.append(f"{entry.name} ({entry.backend})")
+    return report

@@ -1,0 +1,152 @@
+"""The ``parallel-rag`` command: ingest files, ask questions, serve, evaluate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+EXIT_USAGE = 2
+
+
+def _load(config: str | None):
+    from parallel_rag.graph.configuration import load_config
+
+    return load_config(config)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from parallel_rag.graph.ingestion import ingest_paths
+
+    pipeline, base_dir = _load(args.config)
+    metadata = {}
+    for item in args.metadata or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--metadata: expected KEY=VALUE, got {item!r}")
+        metadata[key] = value
+    report = ingest_paths(
+        args.paths,
+        pipeline,
+        base_dir,
+        progress=not args.quiet,
+        chunk_size=args.chunk_size,
+        chunk_overlap=args.chunk_overlap,
+        extra_metadata=metadata or None,
+    )
+    print(
+        f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
+        f"{', '.join(report.indexes)}"
+    )
+    return 0
+
+
+def format_answer(result: dict) -> str:
+    """Human-readable answer: text, the cited sources, and which branches found them."""
+    lines = [result["answer"], ""]
+    cited = {c["number"] for c in result["citations"]}
+    if result["documents"]:
+        lines.append("Sources:")
+    for number, doc in enumerate(result["documents"], start=1):
+        marker = "*" if number in cited else " "
+        found_by = ", ".join(
+            f"{s['retriever']} #{s['rank']}"
+            + ("" if s["view_kind"] == "original" else f" ({s['view_kind']})")
+            for s in doc["sources"]
+        )
+        source = doc["metadata"].get("source") or doc["id"]
+        lines.append(
+            f" {marker}[{number}] {source}  (fused {doc['fused_score']:.4f}; found by {found_by})"
+        )
+    failed = [b for b in result["branches"] if b["status"] == "failed"]
+    for branch in failed:
+        lines.append(f"branch {branch['branch']} failed: {branch['error']}")
+    for warning in result["warnings"]:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from parallel_rag.graph.builder import build_graph
+
+    graph = build_graph(args.config)
+    request: dict = {"query": args.question, "top_k": args.top_k}
+    if args.filter:
+        request["filters"] = dict(item.split("=", 1) for item in args.filter)
+    if args.tenant:
+        request["tenant"] = args.tenant
+    result = graph.invoke(request)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    else:
+        print(format_answer(result))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="parallel-rag",
+        description="Parallel RAG on LangGraph: rewrite, fan out to 2-4 retrievers, fuse, answer.",
+    )
+    parser.add_argument(
+        "--config",
+        help="YAML config (default: $PARALLEL_RAG_CONFIG, ./parallel-rag.yaml, "
+        "else the embedded defaults)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="index .md/.txt/.jsonl files into every index")
+    ingest.add_argument("paths", nargs="+", help="files or directories")
+    ingest.add_argument("--chunk-size", type=int, default=1000)
+    ingest.add_argument("--chunk-overlap", type=int, default=150)
+    ingest.add_argument(
+        "--metadata",
+        action="append",
+        metavar="KEY=VALUE",
+        help="metadata added to every chunk (e.g. tenant=acme)",
+    )
+    ingest.add_argument("--quiet", action="store_true", help="no progress bars")
+    ingest.set_defaults(run=cmd_ingest)
+
+    ask = commands.add_parser("ask", help="answer a question from the indexed documents")
+    ask.add_argument("question")
+    ask.add_argument("--top-k", type=int, default=5)
+    ask.add_argument("--filter", action="append", metavar="KEY=VALUE")
+    ask.add_argument("--tenant")
+    ask.add_argument("--json", action="store_true", help="print the whole RAGResult as JSON")
+    ask.set_defaults(run=cmd_ask)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from parallel_rag.backends.document_loading import DocumentLoadError
+    from parallel_rag.graph.configuration import ConfigError
+    from parallel_rag.nodes.errors import RAGError
+    from pydantic import ValidationError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ValidationError as error:
+        for problem in error.errors():
+            field = ".".join(str(p) for p in problem["loc"])
+            print(f"parallel-rag: invalid request: {field}: {problem['msg']}", file=sys.stderr)
+        return EXIT_USAGE
+    except (
+        ConfigError,
+        DocumentLoadError,
+        RAGError,
+        ValueError,
+        FileNotFoundError,
+        LookupError,
+    ) as error:
+        print(f"parallel-rag: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""The graph ``langgraph.json`` serves (LangGraph Studio / ``langgraph dev``).
+
+Built from ``$PARALLEL_RAG_CONFIG`` or ./parallel-rag.yaml, else the embedded defaults. It has
+no checkpointer of its own: the LangGraph server supplies persistence.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from parallel_rag.graph.builder import build_graph  # noqa: E402
+
+graph = build_graph()
