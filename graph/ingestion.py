@@ -46,7 +46,7 @@ def replace_in_bm25(
     path = Path(resolve_path(settings.index_path, base_dir))
     kept: list[tuple[str, str, dict[str, Any]]] = []
     if path.exists():
-        existing = BM25Index.load(path, settings.engine)
+        existing = BM25Index.load(path, "bm25s")  # only its chunks are needed
         kept = [
             (c.id, c.content, c.metadata)
             for c in existing.chunks

@@ -1,0 +1,711 @@
+"""BM25 lexical backend: an on-disk index and a LangChain retriever over it.
+
+Scoring variant
+    Both engines score with the *Lucene* BM25 variant (Kamphuis et al., ECIR 2020)::
+
+        idf(t)    = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
+        score(d)  = sum over query terms t of  idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl))
+
+    Engine ``bm25s`` is bm25s with ``method="lucene"`` (scores precomputed into a sparse
+    term x document matrix, float64). Engine ``rank_bm25`` is rank-bm25's ``BM25Okapi`` with
+    ``_calc_idf`` overridden to the Lucene idf (no epsilon floor) and its scores divided by
+    ``k1 + 1``, because rank-bm25 keeps the classic ``(k1 + 1)`` factor in the numerator that
+    Lucene (and bm25s's "lucene" method) dropped. The factor is a constant, so dividing by it
+    only makes the two engines' scores numerically equal, not just equally ordered.
+
+Query terms
+    A query is analyzed with the analyzer the index was built with, then *de-duplicated*
+    (first occurrence kept) and stripped of terms absent from the vocabulary, identically for
+    both engines: a repeated query word counts once (set semantics, like a bag-of-words
+    ``OR`` query with unit weights).
+
+Top-k selection
+    Shared by both engines: only documents with score > 0 and passing the metadata equality
+    filter are candidates; they are ordered by descending score, ties broken by the lower
+    corpus position (the order the chunks were given in). Same analyzer + same variant + same
+    selection therefore gives the same ranking on both engines.
+
+On-disk layout (one directory)::
+
+    manifest.json       format version, analyzer, k1, b, variant, sizes
+    chunks.jsonl        one {"id", "content", "metadata"} object per chunk, corpus order
+    vocab.json          list of terms; a term's position is its term id
+    token_ids.npy       int32, every chunk's term ids concatenated (corpus order)
+    token_offsets.npy   int64, N + 1 offsets into token_ids.npy
+    bm25s/              the bm25s model, written by ``bm25s.BM25.save`` (absent if no terms)
+
+Loading never re-tokenises the corpus: engine ``bm25s`` loads the saved model (or rebuilds it
+from the stored term ids when ``k1``/``b`` differ from the stored ones), engine ``rank_bm25``
+rebuilds rank-bm25's statistics from the stored term ids. Saving writes a temporary sibling
+directory and renames it into place, so an interrupted save never leaves a half-written index.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal, NamedTuple
+
+import bm25s
+import numpy as np
+import rank_bm25
+from langchain_core.callbacks import (
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from parallel_rag.backends.base import (
+    MetadataFilter,
+    RetrievalKind,
+    SearchKwargsRetriever,
+    matches_filter,
+    scored_document,
+)
+from parallel_rag.backends.text_analysis import (
+    ANALYZER_NAMES,
+    DEFAULT_ANALYZER,
+    AnalyzerName,
+    get_analyzer,
+)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+logger = logging.getLogger(__name__)
+
+Engine = Literal["bm25s", "rank_bm25"]
+"""Scoring engines; both implement the same Lucene BM25 variant."""
+
+ENGINES: tuple[str, ...] = ("bm25s", "rank_bm25")
+DEFAULT_INDEX_PATH = ".parallel-rag/bm25"
+BM25_VARIANT = "lucene"
+FORMAT_NAME = "parallel-rag-bm25"
+FORMAT_VERSION = 1
+
+MANIFEST_FILE = "manifest.json"
+CHUNKS_FILE = "chunks.jsonl"
+VOCAB_FILE = "vocab.json"
+TOKEN_IDS_FILE = "token_ids.npy"
+TOKEN_OFFSETS_FILE = "token_offsets.npy"
+BM25S_DIR = "bm25s"
+
+_SCORE_DTYPE = "float64"
+_FILTER_CACHE_SIZE = 64
+
+
+# --------------------------------------------------------------------------------------
+# Settings
+# --------------------------------------------------------------------------------------
+
+
+class BM25Settings(BaseModel):
+    """``backend_config`` of a ``bm25`` retriever entry in the parallel-rag config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index_path: str = Field(
+        default=DEFAULT_INDEX_PATH,
+        min_length=1,
+        description="Index directory; relative paths are resolved by the caller.",
+    )
+    engine: Engine = Field(default="bm25s", description="Scoring engine (same BM25 variant).")
+    k1: float = Field(default=1.5, gt=0, description="BM25 term-frequency saturation.")
+    b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation.")
+
+    @field_validator("index_path", mode="before")
+    @classmethod
+    def coerce_index_path(cls, value: Any) -> Any:
+        """Accept ``pathlib.Path`` values as well as strings."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+# --------------------------------------------------------------------------------------
+# Index
+# --------------------------------------------------------------------------------------
+
+
+class BM25Chunk(NamedTuple):
+    """One indexed chunk: stable id, text, flat JSON-serialisable metadata."""
+
+    id: str
+    content: str
+    metadata: dict[str, Any]
+
+
+class BM25Hit(NamedTuple):
+    """A search hit: corpus position, the chunk, its BM25 score (> 0)."""
+
+    position: int
+    chunk: BM25Chunk
+    score: float
+
+
+def missing_index_message(path: str | os.PathLike[str]) -> str:
+    """The error text for an index directory that does not exist (or is not an index)."""
+    where = Path(path)
+    shown = str(where) if where.is_absolute() else f"{where} (resolved: {where.absolute()})"
+    return f"No BM25 index found at {shown}. Run `parallel-rag ingest` to build it."
+
+
+class LuceneBM25Okapi(rank_bm25.BM25Okapi):
+    """rank-bm25's ``BM25Okapi`` turned into the Lucene variant.
+
+    * ``_calc_idf``: Lucene idf ``ln(1 + (N - n + 0.5) / (n + 0.5))`` (always positive, so
+      rank-bm25's epsilon floor for negative idf never applies);
+    * ``get_scores``: rank-bm25's scores divided by ``k1 + 1`` (Lucene has no ``(k1 + 1)``
+      numerator factor).
+    """
+
+    def _calc_idf(self, nd: Mapping[Any, int]) -> None:
+        n_docs = self.corpus_size
+        for term, df in nd.items():
+            self.idf[term] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        self.average_idf = sum(self.idf.values()) / len(self.idf) if self.idf else 0.0
+
+    def get_scores(self, query: Sequence[Any]) -> np.ndarray:
+        return super().get_scores(query) / (self.k1 + 1.0)
+
+
+def select_top_k(
+    scores: np.ndarray, k: int, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and scores of the best ``k`` documents with score > 0 (and ``mask`` True).
+
+    Ordered by descending score, ties broken by the lower position. Shared by both engines.
+    """
+    if k <= 0 or scores.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=scores.dtype)
+    valid = scores > 0
+    if mask is not None:
+        valid &= mask
+    positions = np.flatnonzero(valid)
+    selected = scores[positions]
+    if positions.size > k:
+        # Keep everything tied with the k-th best score, so the tie-break below decides.
+        threshold = np.partition(selected, positions.size - k)[positions.size - k]
+        keep = selected >= threshold
+        positions, selected = positions[keep], selected[keep]
+    # ``positions`` is ascending, so a stable sort on -score breaks ties by lower position.
+    order = np.argsort(-selected, kind="stable")[:k]
+    return positions[order], selected[order]
+
+
+def _normalise_chunks(chunks: Iterable[Any]) -> tuple[BM25Chunk, ...]:
+    result: list[BM25Chunk] = []
+    seen: set[str] = set()
+    for position, chunk in enumerate(chunks):
+        try:
+            doc_id, content, metadata = chunk
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"chunk #{position}: expected an (id, content, metadata) triple, got {chunk!r}"
+            ) from exc
+        if not isinstance(doc_id, str) or not doc_id:
+            raise ValueError(f"chunk #{position}: id must be a non-empty string, got {doc_id!r}")
+        if doc_id in seen:
+            raise ValueError(f"chunk #{position}: duplicate chunk id {doc_id!r}")
+        if not isinstance(content, str):
+            raise TypeError(f"chunk {doc_id!r}: content must be a string")
+        if metadata is None:
+            metadata = {}
+        elif not isinstance(metadata, Mapping):
+            raise TypeError(f"chunk {doc_id!r}: metadata must be a mapping")
+        seen.add(doc_id)
+        result.append(BM25Chunk(doc_id, content, dict(metadata)))
+    return tuple(result)
+
+
+def _check_params(engine: str, k1: float, b: float) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown BM25 engine {engine!r}; expected one of {ENGINES}")
+    if not k1 > 0:
+        raise ValueError(f"k1 must be > 0, got {k1}")
+    if not 0 <= b <= 1:
+        raise ValueError(f"b must be within [0, 1], got {b}")
+
+
+class BM25Index:
+    """An immutable BM25 index over chunks, scored by one of the two engines.
+
+    Build with :meth:`from_chunks` (tokenises once) or :meth:`load` (never tokenises the
+    corpus). Thread-safe for concurrent searches.
+    """
+
+    def __init__(
+        self,
+        *,
+        chunks: tuple[BM25Chunk, ...],
+        vocabulary: list[str],
+        token_ids: np.ndarray,
+        token_offsets: np.ndarray,
+        analyzer: AnalyzerName,
+        engine: Engine,
+        k1: float,
+        b: float,
+        bm25s_model: bm25s.BM25 | None = None,
+    ) -> None:
+        """Internal: use :meth:`from_chunks`, :meth:`load` or :meth:`with_engine`."""
+        _check_params(engine, k1, b)
+        if analyzer not in ANALYZER_NAMES:
+            raise ValueError(f"unknown analyzer {analyzer!r}; expected one of {ANALYZER_NAMES}")
+        if token_offsets.shape != (len(chunks) + 1,):
+            raise ValueError("token offsets do not match the number of chunks")
+        self._chunks = chunks
+        self._vocabulary = vocabulary
+        self._term_ids = {term: i for i, term in enumerate(vocabulary)}
+        self._token_ids = token_ids
+        self._token_offsets = token_offsets
+        self._analyzer_name: AnalyzerName = analyzer
+        self._analyzer = get_analyzer(analyzer)
+        self._engine: Engine = engine
+        self._k1 = float(k1)
+        self._b = float(b)
+        self._bm25s: bm25s.BM25 | None = None
+        self._rank_bm25: LuceneBM25Okapi | None = None
+        self._filter_masks: dict[frozenset[tuple[str, Any]], np.ndarray] = {}
+        self._filter_lock = threading.Lock()
+        if vocabulary:  # no terms at all: every query scores 0, no engine needed
+            if engine == "bm25s":
+                self._bm25s = bm25s_model if bm25s_model is not None else self._build_bm25s()
+            else:
+                self._rank_bm25 = self._build_rank_bm25()
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_chunks(
+        cls,
+        chunks: Iterable[tuple[str, str, Mapping[str, Any]]],
+        *,
+        engine: Engine = "bm25s",
+        analyzer: AnalyzerName = DEFAULT_ANALYZER,
+        k1: float = 1.5,
+        b: float = 0.75,
+    ) -> BM25Index:
+        """Index ``(id, content, metadata)`` chunks; ids must be unique non-empty strings.
+
+        The corpus is tokenised exactly once. Corpus position (used for tie-breaks) is the
+        order of ``chunks``. Metadata must be JSON-serialisable for :meth:`save`.
+        """
+        _check_params(engine, k1, b)
+        normalised = _normalise_chunks(chunks)
+        tokenised = get_analyzer(analyzer).analyze_batch(c.content for c in normalised)
+        term_ids: dict[str, int] = {}
+        flat: list[int] = []
+        offsets = np.zeros(len(normalised) + 1, dtype=np.int64)
+        for i, terms in enumerate(tokenised):
+            flat.extend([term_ids.setdefault(term, len(term_ids)) for term in terms])
+            offsets[i + 1] = len(flat)
+        return cls(
+            chunks=normalised,
+            vocabulary=list(term_ids),
+            token_ids=np.asarray(flat, dtype=np.int32),
+            token_offsets=offsets,
+            analyzer=analyzer,
+            engine=engine,
+            k1=k1,
+            b=b,
+        )
+
+    def with_engine(
+        self, engine: Engine, *, k1: float | None = None, b: float | None = None
+    ) -> BM25Index:
+        """The same corpus (no re-tokenising) scored by ``engine`` and/or other ``k1``/``b``."""
+        k1 = self._k1 if k1 is None else k1
+        b = self._b if b is None else b
+        reuse = engine == "bm25s" and k1 == self._k1 and b == self._b
+        return type(self)(
+            chunks=self._chunks,
+            vocabulary=self._vocabulary,
+            token_ids=self._token_ids,
+            token_offsets=self._token_offsets,
+            analyzer=self._analyzer_name,
+            engine=engine,
+            k1=k1,
+            b=b,
+            bm25s_model=self._bm25s if reuse else None,
+        )
+
+    def _corpus_token_id_lists(self) -> list[list[int]]:
+        flat = self._token_ids.tolist()
+        bounds = self._token_offsets.tolist()
+        return [flat[bounds[i] : bounds[i + 1]] for i in range(len(self._chunks))]
+
+    def _build_bm25s(self) -> bm25s.BM25:
+        model = bm25s.BM25(
+            k1=self._k1,
+            b=self._b,
+            method=BM25_VARIANT,
+            idf_method=BM25_VARIANT,
+            dtype=_SCORE_DTYPE,
+            backend="numpy",
+            csc_backend="numpy",
+        )
+        model.index(
+            (self._corpus_token_id_lists(), dict(self._term_ids)),
+            create_empty_token=False,
+            show_progress=False,
+        )
+        return model
+
+    def _build_rank_bm25(self) -> LuceneBM25Okapi:
+        vocab = self._vocabulary  # terms as shared str objects: dict keys cost no extra memory
+        corpus = [[vocab[t] for t in ids] for ids in self._corpus_token_id_lists()]
+        return LuceneBM25Okapi(corpus, k1=self._k1, b=self._b)
+
+    # -- accessors ---------------------------------------------------------------------
+
+    @property
+    def chunks(self) -> tuple[BM25Chunk, ...]:
+        """The indexed chunks in corpus order (rebuild with a changed list to update)."""
+        return self._chunks
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def analyzer(self) -> AnalyzerName:
+        return self._analyzer_name
+
+    @property
+    def k1(self) -> float:
+        return self._k1
+
+    @property
+    def b(self) -> float:
+        return self._b
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """Index terms; a term's position is its term id."""
+        return tuple(self._vocabulary)
+
+    def chunk_term_ids(self, position: int) -> np.ndarray:
+        """Term ids of the chunk at ``position`` (into :attr:`vocabulary`), in text order."""
+        start, end = self._token_offsets[position], self._token_offsets[position + 1]
+        return self._token_ids[start:end]
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def __repr__(self) -> str:
+        return (
+            f"BM25Index(chunks={len(self._chunks)}, terms={len(self._vocabulary)}, "
+            f"engine={self._engine!r}, analyzer={self._analyzer_name!r}, "
+            f"k1={self._k1}, b={self._b})"
+        )
+
+    # -- scoring -----------------------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        """Analyzed query terms that are in the vocabulary, de-duplicated, first-seen order."""
+        term_ids = self._term_ids
+        return [t for t in dict.fromkeys(self._analyzer.analyze(query)) if t in term_ids]
+
+    def score_all(self, query: str) -> np.ndarray:
+        """The engine's BM25 score of every chunk (float64, corpus order)."""
+        scores = np.zeros(len(self._chunks), dtype=np.float64)
+        terms = self.query_terms(query)
+        if not terms:
+            return scores
+        if self._bm25s is not None:
+            ids = np.asarray([self._term_ids[t] for t in terms], dtype=np.int32)
+            scores[:] = self._bm25s.get_scores_from_ids(ids)
+        elif self._rank_bm25 is not None:
+            scores[:] = self._rank_bm25.get_scores(terms)
+        return scores
+
+    def filter_mask(self, filters: MetadataFilter | None) -> np.ndarray | None:
+        """Boolean mask of chunks passing the equality filter (None: no filter). Cached."""
+        if not filters:
+            return None
+        try:
+            key: frozenset[tuple[str, Any]] | None = frozenset(filters.items())
+        except TypeError:  # unhashable filter value: compute, do not cache
+            key = None
+        if key is not None:
+            cached = self._filter_masks.get(key)
+            if cached is not None:
+                return cached
+        mask = np.fromiter(
+            (matches_filter(c.metadata, filters) for c in self._chunks),
+            dtype=bool,
+            count=len(self._chunks),
+        )
+        mask.flags.writeable = False
+        if key is not None:
+            with self._filter_lock:
+                if len(self._filter_masks) >= _FILTER_CACHE_SIZE:
+                    self._filter_masks.pop(next(iter(self._filter_masks)))
+                self._filter_masks[key] = mask
+        return mask
+
+    def search(
+        self, query: str, k: int = 10, filters: MetadataFilter | None = None
+    ) -> list[BM25Hit]:
+        """Best ``k`` chunks with score > 0 passing ``filters``, best first."""
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        if k == 0 or not self._chunks:
+            return []
+        mask = self.filter_mask(filters)
+        if mask is not None and not mask.any():
+            return []
+        positions, scores = select_top_k(self.score_all(query), k, mask)
+        return [
+            BM25Hit(int(p), self._chunks[p], float(s))
+            for p, s in zip(positions.tolist(), scores.tolist(), strict=True)
+        ]
+
+    # -- persistence -------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to directory ``path`` atomically (temp dir, then rename).
+
+        An existing index at ``path`` is replaced only once the new one is fully written;
+        if anything fails, the old index is left untouched and the temp dir removed.
+        """
+        target = Path(path)
+        if target.exists() and not _is_replaceable(target):
+            raise FileExistsError(
+                f"{target} exists and is not a BM25 index directory; refusing to replace it"
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            self._write(staging)
+            _replace_dir(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    def _write(self, directory: Path) -> None:
+        _write_chunks(directory / CHUNKS_FILE, self._chunks)
+        with open(directory / VOCAB_FILE, "w", encoding="utf-8") as f:
+            json.dump(self._vocabulary, f, ensure_ascii=False)
+        _write_token_ids(directory, self._token_ids, self._token_offsets)
+        if self._vocabulary:
+            model = self._bm25s if self._bm25s is not None else self._build_bm25s()
+            model.save(directory / BM25S_DIR, show_progress=False)
+        manifest = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "variant": BM25_VARIANT,
+            "analyzer": self._analyzer_name,
+            "k1": self._k1,
+            "b": self._b,
+            "num_chunks": len(self._chunks),
+            "num_terms": len(self._vocabulary),
+            "num_tokens": int(self._token_ids.size),
+            "bm25s_version": bm25s.__version__,
+        }
+        # Written last: a directory without a manifest is never taken for an index.
+        with open(directory / MANIFEST_FILE, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        engine: Engine = "bm25s",
+        *,
+        k1: float | None = None,
+        b: float | None = None,
+    ) -> BM25Index:
+        """Load a saved index for ``engine`` without re-tokenising the corpus.
+
+        ``k1``/``b`` default to the saved values; other values rebuild the scoring stats
+        from the stored term ids. Raises ``FileNotFoundError`` if there is no index at
+        ``path``.
+        """
+        directory = Path(path)
+        manifest_path = directory / MANIFEST_FILE
+        if not manifest_path.is_file():
+            raise FileNotFoundError(missing_index_message(directory))
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        if manifest.get("format") != FORMAT_NAME or manifest.get("format_version") != (
+            FORMAT_VERSION
+        ):
+            raise ValueError(
+                f"{manifest_path}: unsupported BM25 index format "
+                f"{manifest.get('format')!r} v{manifest.get('format_version')!r}; "
+                "re-run `parallel-rag ingest` to rebuild it"
+            )
+        if manifest.get("variant") != BM25_VARIANT:
+            raise ValueError(f"{manifest_path}: unsupported BM25 variant {manifest['variant']!r}")
+        stored_k1, stored_b = float(manifest["k1"]), float(manifest["b"])
+        k1 = stored_k1 if k1 is None else k1
+        b = stored_b if b is None else b
+        _check_params(engine, k1, b)
+
+        chunks = _read_chunks(directory / CHUNKS_FILE)
+        with open(directory / VOCAB_FILE, encoding="utf-8") as f:
+            vocabulary: list[str] = json.load(f)
+        token_ids = np.load(directory / TOKEN_IDS_FILE, allow_pickle=False)
+        token_offsets = np.load(directory / TOKEN_OFFSETS_FILE, allow_pickle=False)
+        if (
+            len(chunks) != manifest["num_chunks"]
+            or len(vocabulary) != manifest["num_terms"]
+            or token_offsets.shape != (len(chunks) + 1,)
+            or int(token_offsets[-1]) != token_ids.size
+        ):
+            raise ValueError(f"{directory}: BM25 index files are inconsistent; re-run ingest")
+
+        model = None
+        model_dir = directory / BM25S_DIR
+        if engine == "bm25s" and vocabulary and (k1, b) == (stored_k1, stored_b):
+            if model_dir.is_dir():
+                model = bm25s.BM25.load(model_dir, load_corpus=False, mmap=False)
+                if (
+                    model.scores["num_docs"] != len(chunks)
+                    or len(model.scores["indptr"]) != len(vocabulary) + 1
+                ):
+                    raise ValueError(f"{model_dir}: bm25s model does not match the index")
+            else:
+                logger.warning("%s missing; rebuilding the bm25s model from term ids", model_dir)
+        return cls(
+            chunks=chunks,
+            vocabulary=vocabulary,
+            token_ids=token_ids,
+            token_offsets=token_offsets,
+            analyzer=manifest["analyzer"],
+            engine=engine,
+            k1=k1,
+            b=b,
+            bm25s_model=model,
+        )
+
+
+def _write_chunks(path: Path, chunks: Sequence[BM25Chunk]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for chunk in chunks:
+            record = {"id": chunk.id, "content": chunk.content, "metadata": chunk.metadata}
+            try:
+                line = json.dumps(record, ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(
+                    f"chunk {chunk.id!r}: metadata is not JSON-serialisable ({exc})"
+                ) from exc
+            f.write(line)
+            f.write("\n")
+
+
+def _read_chunks(path: Path) -> tuple[BM25Chunk, ...]:
+    chunks: list[BM25Chunk] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                chunks.append(BM25Chunk(record["id"], record["content"], record["metadata"]))
+    return tuple(chunks)
+
+
+def _write_token_ids(directory: Path, token_ids: np.ndarray, offsets: np.ndarray) -> None:
+    np.save(directory / TOKEN_IDS_FILE, np.asarray(token_ids, dtype=np.int32))
+    np.save(directory / TOKEN_OFFSETS_FILE, np.asarray(offsets, dtype=np.int64))
+
+
+def _is_replaceable(target: Path) -> bool:
+    """Only an earlier index (or an empty directory) may be replaced by :meth:`save`."""
+    if not target.is_dir():
+        return False
+    return (target / MANIFEST_FILE).is_file() or not any(target.iterdir())
+
+
+def _replace_dir(staging: Path, target: Path) -> None:
+    """Move the fully written ``staging`` dir to ``target``, replacing any existing index.
+
+    Directories cannot be swapped atomically with one ``rename``; the old index is renamed
+    aside first and restored if the second rename fails.
+    """
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
+    os.rename(target, backup)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        os.rename(backup, target)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------
+# Retriever
+# --------------------------------------------------------------------------------------
+
+
+class BM25Retriever(SearchKwargsRetriever):
+    """LangChain retriever over a saved :class:`BM25Index` (lexical branch).
+
+    The index is loaded lazily on first use (once, thread-safe) and cached; call
+    :meth:`reload` after re-ingesting. Per-call ``k`` and ``filters`` are accepted::
+
+        retriever.invoke("query", k=5, filters={"source": "a.md"})
+    """
+
+    index_path: str = DEFAULT_INDEX_PATH
+    engine: Engine = "bm25s"
+    k: int = Field(default=10, ge=1)
+    k1: float = Field(default=1.5, gt=0)
+    b: float = Field(default=0.75, ge=0, le=1)
+
+    retrieval_kind: ClassVar[RetrievalKind] = "lexical"
+
+    _index: BM25Index | None = PrivateAttr(default=None)
+    _load_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @field_validator("index_path", mode="before")
+    @classmethod
+    def coerce_index_path(cls, value: Any) -> Any:
+        """Accept ``pathlib.Path`` values as well as strings."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @classmethod
+    def from_settings(cls, settings: BM25Settings, k: int) -> BM25Retriever:
+        """A retriever for a validated ``backend_config`` (index_path already resolved)."""
+        return cls(
+            index_path=settings.index_path,
+            engine=settings.engine,
+            k=k,
+            k1=settings.k1,
+            b=settings.b,
+        )
+
+    def get_index(self) -> BM25Index:
+        """The loaded index (loads it on first call)."""
+        index = self._index
+        if index is None:
+            with self._load_lock:
+                index = self._index
+                if index is None:
+                    index = BM25Index.load(self.index_path, self.engine, k1=self.k1, b=self.b)
+                    self._index = index
+        return index
+
+    def reload(self) -> None:
+        """Forget the cached index; the next query loads it again from disk."""
+        with self._load_lock:
+            self._index = None
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filters: MetadataFilter | None = None,
+    ) -> list[Document]:
+        hits = self.get_index().search(query, k=self.k if k is None else k, filters=filters)
+        return [
+            scored_document(hit.chunk.id, hit.chunk.content, hit.chunk.metadata, hit.score)
+            for hit in hits
+        ]
