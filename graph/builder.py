@@ -74,10 +74,8 @@ def _resolve_config(
         if "retrievers" not in data and extra:
             data = {**data, "retrievers": []}
         return parse_config(dict(data), extra_retrievers=names, extra_dense=dense), Path.cwd()
-    loaded, base_dir = load_config(config)
-    if extra:  # re-validate with the code-supplied retrievers counted
-        loaded = parse_config(loaded, extra_retrievers=names, extra_dense=dense)
-    return loaded, base_dir
+    # the code-supplied retrievers count toward the file's validation (2..4, HyDE needs dense)
+    return load_config(config, extra_retrievers=names, extra_dense=dense)
 
 
 def build_graph(
@@ -163,7 +161,10 @@ def build_graph(
         builder.add_node("retrieve", retrieve.as_runnable())
         builder.add_edge("retrieve", "fuse")
 
-    builder.add_node("fuse", make_fuse_node(k=pipeline.fusion.k, weights=pipeline.fusion.weights))
+    # deferred: fuse waits for every pending branch task (rerank, fallback) before it runs
+    builder.add_node(
+        "fuse", make_fuse_node(k=pipeline.fusion.k, weights=pipeline.fusion.weights), defer=True
+    )
     generator = make_generator(pipeline.generator, generator_model)
     builder.add_node("generate", GenerateNode(generator).as_runnable())
     builder.add_edge("fuse", "generate")

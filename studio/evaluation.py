@@ -1,0 +1,150 @@
+"""Retrieval evaluation on BEIR-layout collections (corpus.jsonl, queries.jsonl, qrels/*.tsv).
+
+Indexes a corpus one document per unit into the configured BM25 and Qdrant indexes (ids shared
+across indexes), then scores each single retriever and the fused graph with ``ir_measures``.
+Used by ``parallel-rag eval``, the quality tests and ``bench/``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from parallel_rag.backends.bm25 import BM25Index
+from parallel_rag.backends.document_loading import Chunk
+from parallel_rag.backends.qdrant import write_chunks
+from parallel_rag.graph.components import make_retriever, resolve_path
+from parallel_rag.graph.configuration import BM25Entry, PipelineConfig, QdrantEntry
+from parallel_rag.graph.ingestion import embed_chunks
+
+BEIR_NAMESPACE = uuid.UUID("0c7d3f5e-8a61-4b3a-9f2e-2b6f6c1d9e47")
+DOC_ID_KEY = "doc_id"
+
+
+class MissingDatasetError(FileNotFoundError):
+    """The evaluation collection is not where it was looked for."""
+
+
+@dataclass
+class BeirCollection:
+    corpus: dict[str, dict[str, str]]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+def load_beir(folder: str | Path, split: str = "test") -> BeirCollection:
+    """Read a BEIR folder; only queries judged in ``split`` are kept."""
+    root = Path(folder)
+    needed = [root / "corpus.jsonl", root / "queries.jsonl", root / "qrels" / f"{split}.tsv"]
+    missing = [str(p) for p in needed if not p.is_file()]
+    if missing:
+        raise MissingDatasetError(f"evaluation data not found: {', '.join(missing)}")
+    corpus = {}
+    with open(needed[0], encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            corpus[str(record["_id"])] = {"title": record.get("title", ""), "text": record["text"]}
+    qrels: dict[str, dict[str, int]] = {}
+    with open(needed[2], encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t"):
+            qrels.setdefault(row["query-id"], {})[row["corpus-id"]] = int(row["score"])
+    queries = {}
+    with open(needed[1], encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            if str(record["_id"]) in qrels:
+                queries[str(record["_id"])] = record["text"]
+    return BeirCollection(corpus, queries, qrels)
+
+
+def unit_id(doc_id: str) -> str:
+    """The shared index id of a corpus document (UUID, as Qdrant requires)."""
+    return str(uuid.uuid5(BEIR_NAMESPACE, doc_id))
+
+
+def corpus_chunks(corpus: dict[str, dict[str, str]]) -> list[Chunk]:
+    return [
+        Chunk(
+            unit_id(doc_id),
+            f"{doc['title']}\n{doc['text']}".strip(),
+            {DOC_ID_KEY: doc_id, "source": doc_id},
+        )
+        for doc_id, doc in corpus.items()
+    ]
+
+
+def index_corpus(
+    corpus: dict[str, dict[str, str]], config: PipelineConfig, base_dir: Path, progress=False
+) -> None:
+    """Write the corpus, one unit per document, into every bm25 and qdrant index of ``config``."""
+    chunks = corpus_chunks(corpus)
+    vectors = None
+    for entry in config.retrievers:
+        if isinstance(entry, BM25Entry):
+            settings = entry.backend_config
+            BM25Index.from_chunks(
+                [(c.id, c.content, c.metadata) for c in chunks],
+                engine=settings.engine,
+                k1=settings.k1,
+                b=settings.b,
+            ).save(resolve_path(settings.index_path, base_dir))
+        elif isinstance(entry, QdrantEntry):
+            if vectors is None:
+                vectors = embed_chunks(
+                    chunks, config.embeddings.model, config.embeddings.device, progress
+                )
+            write_chunks(
+                entry.backend_config,
+                base_dir,
+                ids=[c.id for c in chunks],
+                texts=[c.content for c in chunks],
+                metadatas=[c.metadata for c in chunks],
+                vectors=vectors,
+                replace_file_ids=[],
+            )
+
+
+def ranked_doc_ids(items: Iterable[Any]) -> list[str]:
+    """Corpus ids from retriever ``Document``s or fused result documents, in order."""
+    ids = []
+    for item in items:
+        metadata = item["metadata"] if isinstance(item, dict) else item.metadata
+        ids.append(str(metadata[DOC_ID_KEY]))
+    return ids
+
+
+def run_retriever(retriever, queries: dict[str, str], k: int) -> dict[str, list[str]]:
+    return {qid: ranked_doc_ids(retriever.invoke(text, k=k)) for qid, text in queries.items()}
+
+
+def run_graph(graph, queries: dict[str, str], k: int, batch_size: int = 8) -> dict[str, list[str]]:
+    qids = list(queries)
+    runs: dict[str, list[str]] = {}
+    for start in range(0, len(qids), batch_size):
+        chunk = qids[start : start + batch_size]
+        results = graph.batch([{"query": queries[q], "top_k": k} for q in chunk])
+        for qid, result in zip(chunk, results, strict=True):
+            runs[qid] = ranked_doc_ids(result["documents"])
+    return runs
+
+
+def score_runs(
+    runs: dict[str, list[str]], qrels: dict[str, dict[str, int]], measures: Iterable[str]
+) -> dict[str, float]:
+    """Mean of each measure (e.g. 'nDCG@10', 'R@100') over the judged queries."""
+    import ir_measures
+
+    parsed = [ir_measures.parse_measure(m) for m in measures]
+    run = {qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)} for qid, ids in runs.items()}
+    aggregated = ir_measures.calc_aggregate(parsed, qrels, run)
+    return {str(m): float(aggregated[m]) for m in parsed}
+
+
+def single_retrievers(config: PipelineConfig, base_dir: Path) -> dict[str, Any]:
+    """Each configured retriever on its own, as its backend builds it."""
+    return {entry.name: make_retriever(entry, config, base_dir) for entry in config.retrievers}

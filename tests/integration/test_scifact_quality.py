@@ -1,0 +1,68 @@
+"""Quality floor on SciFact (test split): fused BM25 + dense beats each retriever alone.
+
+Small data on purpose (tests assert quality floors, benchmarks measure): the corpus is every
+document judged for the 300 test queries plus a fixed random sample of distractors, so the
+embedding pass fits in CI. ``bench/`` reports the full-corpus figures.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.configuration import parse_config
+from parallel_rag.studio.evaluation import (
+    index_corpus,
+    load_beir,
+    run_graph,
+    run_retriever,
+    score_runs,
+    single_retrievers,
+)
+
+from .conftest import SHARED_DATA
+
+pytestmark = pytest.mark.integration
+DISTRACTORS = 1200
+CANDIDATES = 100
+
+
+@pytest.fixture(scope="module")
+def scifact_subset():
+    collection = load_beir(SHARED_DATA / "scifact", split="test")
+    judged = {doc for rels in collection.qrels.values() for doc in rels}
+    others = sorted(set(collection.corpus) - judged)
+    keep = judged | set(random.Random(13).sample(others, DISTRACTORS))
+    collection.corpus = {k: v for k, v in collection.corpus.items() if k in keep}
+    return collection
+
+
+def test_fused_ndcg_beats_each_single_retriever(scifact_subset, tmp_path_factory):
+    base_dir = tmp_path_factory.mktemp("scifact")
+    config = parse_config(
+        {
+            "retrievers": [
+                {"name": "lexical", "backend": "bm25", "top_k": CANDIDATES},
+                {"name": "dense", "backend": "qdrant", "top_k": CANDIDATES,
+                 "backend_config": {"collection": "scifact"}},
+            ]
+        }
+    )
+    index_corpus(scifact_subset.corpus, config, base_dir)
+    figures = {}
+    for name, retriever in single_retrievers(config, base_dir).items():
+        runs = run_retriever(retriever, scifact_subset.queries, CANDIDATES)
+        figures[name] = score_runs(runs, scifact_subset.qrels, ["nDCG@10"])["nDCG@10"]
+    graph = build_graph(config, base_dir=base_dir)
+    runs = run_graph(graph, scifact_subset.queries, 10)
+    figures["fused"] = score_runs(runs, scifact_subset.qrels, ["nDCG@10"])["nDCG@10"]
+    print(
+        f"\nSciFact test ({len(scifact_subset.queries)} queries, {len(scifact_subset.corpus)} docs)"
+        f" nDCG@10: bm25={figures['lexical']:.4f} dense={figures['dense']:.4f} "
+        f"fused={figures['fused']:.4f}"
+    )
+    assert figures["fused"] > figures["lexical"]
+    assert figures["fused"] > figures["dense"]
+    assert figures["lexical"] > 0.55 and figures["dense"] > 0.55
