@@ -18,8 +18,12 @@ RewriterKind = Literal["multi_query", "decompose", "hyde"]
 MAX_VIEW_CHARS = 500
 MAX_HYDE_CHARS = 2000
 
+# A numbered/lettered or "Query 1:" marker must be followed by whitespace, so that queries
+# starting with "U.S.", "3.5 inch", "2:00 pm" or "Q-learning" keep their first characters.
 _LIST_MARKER = re.compile(
-    r"^\s*(?:(?:\d+|[a-zA-Z])[.):]|[-*\u2022>]+|(?:query|question|q)\s*\d*\s*[:.)-])\s*", re.I
+    r"^\s*(?:(?:\d+|[a-zA-Z])[.):](?=\s|$)|[-*\u2022>]+"
+    r"|(?:query|question|q)\s*\d*\s*[:.)-](?=\s|$))\s*",
+    re.I,
 )
 
 

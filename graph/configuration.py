@@ -188,8 +188,12 @@ def format_validation_error(error: ValidationError, source: str) -> str:
     """One line per problem: dotted path of the bad field, then what is wrong."""
     lines = [f"invalid configuration in {source}:"]
     for problem in error.errors():
-        path = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-        lines.append(f"  {path}: {problem['msg']}")
+        loc = list(problem["loc"])
+        if len(loc) > 2 and loc[0] == "retrievers" and isinstance(loc[1], int):
+            del loc[2]  # the discriminator tag (backend name) pydantic inserts
+        message = problem["msg"].removeprefix("Value error, ")
+        path = ".".join(str(part) for part in loc)
+        lines.append(f"  {path}: {message}" if path else f"  {message}")
     return "\n".join(lines)
 
 
@@ -229,18 +233,29 @@ def config_path(path: str | os.PathLike | None = None) -> Path | None:
     return default if default.exists() else None
 
 
-def load_config(path: str | os.PathLike | None = None) -> tuple[PipelineConfig, Path]:
+def load_config(
+    path: str | os.PathLike | None = None,
+    *,
+    extra_retrievers: list[str] | None = None,
+    extra_dense: list[str] | None = None,
+) -> tuple[PipelineConfig, Path]:
     """Load and validate a YAML config; returns it with the directory relative paths start from.
 
     With no file anywhere, the embedded defaults are used with the current directory as base.
+    ``extra_retrievers``/``extra_dense`` name retriever objects supplied in code, so a file
+    that relies on them (e.g. ``retrievers: []``) validates with them counted.
     """
+    extras = {"extra_retrievers": extra_retrievers, "extra_dense": extra_dense}
     chosen = config_path(path)
     if chosen is None:
-        return parse_config(default_config_dict(), source="embedded defaults"), Path.cwd()
+        return (
+            parse_config(default_config_dict(), source="embedded defaults", **extras),
+            Path.cwd(),
+        )
     if not chosen.is_file():
         raise ConfigError(f"config file not found: {chosen}")
     try:
         data = yaml.safe_load(chosen.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ConfigError(f"{chosen}: not valid YAML: {error}") from None
-    return parse_config(data or {}, source=str(chosen)), chosen.parent.resolve()
+    return parse_config(data or {}, source=str(chosen), **extras), chosen.parent.resolve()

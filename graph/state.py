@@ -7,7 +7,7 @@ key, because parallel writes arrive in no fixed order.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.prompt_values import PromptValue
 from parallel_rag.nodes.records import (
@@ -27,6 +27,7 @@ from pydantic import (
     StrictStr,
     field_validator,
 )
+from typing_extensions import TypedDict  # pydantic needs it for schemas on Python 3.11
 
 MAX_QUERY_CHARS = 4000
 MAX_TOP_K = 100

@@ -6,7 +6,10 @@ All are plain ``TypedDict``s so they serialise as JSON in every surface (CLI, La
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
+
+# typing_extensions' TypedDict: pydantic (LangServe/Studio output schemas) refuses typing's on 3.11
+from typing_extensions import TypedDict
 
 ViewKind = Literal["original", "rewrite", "hyde"]
 BranchStatus = Literal["ok", "empty", "failed", "skipped"]

@@ -52,9 +52,11 @@ class RewriteNode:
         warnings: list[str] = []
         views: list[QueryView] = []
         if error is None:
-            views = assemble_views(query, rewritten, include_original=self.include_original)
-            if not views:
+            # empty output is an error even when the original is kept (DESIGN §4)
+            if not any(text.strip() for text, _ in rewritten or []):
                 error = ValueError("the rewriter produced no query view")
+            else:
+                views = assemble_views(query, rewritten, include_original=self.include_original)
         if error is not None:
             message = describe_error(error)
             if self.on_failure == "block":

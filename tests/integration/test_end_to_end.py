@@ -148,7 +148,7 @@ def test_cli_refuses_a_bad_config_naming_the_field(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 1
-    assert "retrievers.1.qdrant.top_k" in run.stderr
+    assert "retrievers.1.top_k" in run.stderr
 
 
 def test_langgraph_json_names_a_compiled_graph():

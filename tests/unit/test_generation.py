@@ -1,0 +1,276 @@
+"""Generation (DESIGN §4 Generation): extractive answers, chat-model prompts, citations."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from parallel_rag.backends import prompts
+from parallel_rag.backends.generators import (
+    ChatModelGenerator,
+    ExtractiveGenerator,
+    GeneratedAnswer,
+    cited_numbers,
+    format_evidence,
+    split_sentences,
+)
+from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.graph import build_graph
+from parallel_rag.nodes.generate import GenerateNode
+
+QUESTION = "When was the Eiffel Tower built?"
+DOCS = [
+    {
+        "id": "bananas",
+        "content": "Bananas are yellow. Cats sleep a lot.",
+        "metadata": {"source": "fruit.md"},
+    },
+    {
+        "id": "eiffel",
+        "content": "Germany borders France. The Eiffel Tower stands in Paris, built in 1889. "
+        "Paris has many museums.",
+        "metadata": {"source": "paris.md"},
+    },
+]
+
+
+# ---------------------------------------------------------------- extractive
+
+
+def test_extractive_cites_the_sentence_with_the_answer():
+    generated = ExtractiveGenerator().generate(QUESTION, DOCS)
+    assert generated.answer == "The Eiffel Tower stands in Paris, built in 1889. [2]"
+    assert generated.cited_numbers == [2]
+    assert generated.warnings == []
+
+
+def test_generate_node_maps_citation_numbers_to_ids():
+    update = GenerateNode(ExtractiveGenerator()).invoke({"query": QUESTION, "documents": DOCS}, {})
+    assert update["answer"] == "The Eiffel Tower stands in Paris, built in 1889. [2]"
+    assert update["citations"] == [{"number": 2, "id": "eiffel", "source": "paris.md"}]
+    assert "generate" in update["timings"]
+
+
+def test_extractive_picks_at_most_max_sentences_and_cites_each():
+    docs = [
+        {"id": f"d{i}", "content": f"The Eiffel Tower fact number {i}.", "metadata": {}}
+        for i in range(5)
+    ]
+    generated = ExtractiveGenerator(max_sentences=2).generate("Eiffel Tower fact", docs)
+    assert generated.cited_numbers == [1, 2]  # better fused rank wins among equals
+    assert (
+        generated.answer
+        == "The Eiffel Tower fact number 0. [1] The Eiffel Tower fact number 1. [2]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "docs"),
+    [
+        ("When was the Eiffel Tower built?", [DOCS[0]]),  # no overlapping terms
+        ("the of and", DOCS),  # no content terms in the query
+        ("Eiffel", [{"id": "x", "content": "   \n\n", "metadata": {}}]),  # no sentences
+        ("Eiffel", []),
+    ],
+)
+def test_extractive_without_usable_evidence(query, docs):
+    generated = ExtractiveGenerator().generate(query, docs)
+    assert generated.answer == INSUFFICIENT_EVIDENCE
+    assert generated.cited_numbers == []
+
+
+async def test_extractive_async():
+    generated = await ExtractiveGenerator().agenerate(QUESTION, DOCS)
+    assert generated.cited_numbers == [2]
+
+
+def test_split_sentences_skips_headings_and_list_markers():
+    text = "# The Eiffel Tower\n\n- It is tall. It is in Paris!\n* Built in 1889?\nDone"
+    assert split_sentences(text) == ["It is tall.", "It is in Paris!", "Built in 1889?", "Done"]
+
+
+def test_cited_numbers_valid_in_first_use_order_and_invalid():
+    assert cited_numbers("A [2] B [1] C [2] D [9] E [0] [9]", 3) == ([2, 1], [9, 0])
+    assert cited_numbers("no citations", 3) == ([], [])
+
+
+# ---------------------------------------------------------------- evidence formatting
+
+
+def test_evidence_blocks_are_numbered_with_sources():
+    text = format_evidence(DOCS, 10_000)
+    assert text.startswith(prompts.EVIDENCE_HEADER)
+    assert "[1] (source: fruit.md)\nBananas are yellow. Cats sleep a lot." in text
+    assert "[2] (source: paris.md)\nGermany borders France." in text
+    assert not text.endswith("...")
+
+
+def test_evidence_without_source_uses_the_id():
+    text = format_evidence([{"id": "abc", "content": "text", "metadata": {}}], 10_000)
+    assert "[1] (source: abc)\ntext" in text
+
+
+@pytest.mark.parametrize("limit", [10, 60, 120])
+def test_evidence_is_cut_to_max_context_length_with_ellipsis(limit):
+    text = format_evidence(DOCS, limit)
+    assert len(text) == limit
+    assert text.endswith("...")
+    assert format_evidence(DOCS, 10_000).startswith(text[:-3])
+
+
+# ---------------------------------------------------------------- chat model generator
+
+
+def test_tool_role_messages(fakes):
+    model = fakes.RecordingChatModel(responses=["It was built in 1889 [2]."])
+    generator = ChatModelGenerator(model)
+    generated = generator.generate(QUESTION, DOCS)
+    assert generated == GeneratedAnswer("It was built in 1889 [2].", [2], [])
+    (messages,) = model.calls
+    system, human, ai, tool = messages
+    assert isinstance(system, SystemMessage) and system.content == prompts.GENERATOR_SYSTEM_PROMPT
+    assert isinstance(human, HumanMessage) and human.content == QUESTION
+    assert isinstance(ai, AIMessage)
+    (call,) = ai.tool_calls
+    assert call["name"] == prompts.EVIDENCE_TOOL_NAME and call["id"]
+    assert isinstance(tool, ToolMessage)
+    assert tool.tool_call_id == call["id"]
+    assert tool.content == format_evidence(DOCS, 10_000)
+    # the evidence is only in the tool message
+    assert "Eiffel Tower stands" not in system.content + human.content + str(ai.content)
+
+
+def test_system_prompt_mode_prepends_the_evidence(fakes):
+    model = fakes.RecordingChatModel(responses=["1889 [2]"])
+    ChatModelGenerator(model, injection_mode="system_prompt").generate(QUESTION, DOCS)
+    (messages,) = model.calls
+    assert [type(m) for m in messages] == [SystemMessage, HumanMessage]
+    system, human = messages
+    assert (
+        system.content == format_evidence(DOCS, 10_000) + "\n\n" + prompts.GENERATOR_SYSTEM_PROMPT
+    )
+    assert human.content == QUESTION
+
+
+@pytest.mark.parametrize("mode", ["tool_role", "system_prompt"])
+def test_max_context_length_cuts_the_evidence(fakes, mode):
+    model = fakes.RecordingChatModel(responses=["ok [1]"])
+    ChatModelGenerator(model, injection_mode=mode, max_context_length=80).generate(QUESTION, DOCS)
+    (messages,) = model.calls
+    evidence_message = messages[-1] if mode == "tool_role" else messages[0]
+    evidence = evidence_message.content.split("\n\n" + prompts.GENERATOR_SYSTEM_PROMPT)[0]
+    assert len(evidence) == 80 and evidence.endswith("...")
+    assert "museums" not in evidence_message.content
+
+
+def test_invalid_citation_is_dropped_and_warned(fakes):
+    model = fakes.RecordingChatModel(responses=["Built in 1889 [2], see also [9]."])
+    generated = ChatModelGenerator(model).generate(QUESTION, DOCS)
+    assert "[9]" not in generated.answer
+    assert "[2]" in generated.answer
+    assert generated.cited_numbers == [2]
+    (warning,) = generated.warnings
+    assert "9" in warning
+
+
+def test_empty_model_reply_is_insufficient_evidence(fakes):
+    generated = ChatModelGenerator(fakes.StaticChatModel(text="  ")).generate(QUESTION, DOCS)
+    assert generated.answer == INSUFFICIENT_EVIDENCE and generated.cited_numbers == []
+
+
+def test_chat_generator_without_documents_never_calls_the_model(fakes):
+    model = fakes.ExplodingChatModel()
+    assert ChatModelGenerator(model).generate(QUESTION, []).answer == INSUFFICIENT_EVIDENCE
+    assert model.calls == 0
+
+
+async def test_chat_generator_async(fakes):
+    model = fakes.RecordingChatModel(responses=["Answer [1] [2]."])
+    generated = await ChatModelGenerator(model).agenerate(QUESTION, DOCS)
+    assert generated.cited_numbers == [1, 2]
+    assert len(model.calls) == 1 and isinstance(model.calls[0][-1], ToolMessage)
+
+
+# ---------------------------------------------------------------- through the graph
+
+
+def eiffel_retrievers(fakes):
+    docs = [
+        fakes.doc("eiffel", DOCS[1]["content"], 2.0, source="paris.md"),
+        fakes.doc("bananas", DOCS[0]["content"], 1.0, source="fruit.md"),
+    ]
+    return {"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs)}
+
+
+def test_generator_model_fills_the_generator_slot(fakes):
+    model = fakes.RecordingChatModel(
+        responses=["It was built in 1889 [1]; bananas [2]; bogus [7]."]
+    )
+    graph = build_graph({}, retrievers=eiffel_retrievers(fakes), generator_model=model)
+    result = graph.invoke(QUESTION)
+    assert result["answer"].startswith("It was built in 1889 [1]; bananas [2]; bogus")
+    assert "[7]" not in result["answer"]
+    assert result["citations"] == [
+        {"number": 1, "id": "eiffel", "source": "paris.md"},
+        {"number": 2, "id": "bananas", "source": "fruit.md"},
+    ]
+    assert any("7" in w and "citation" in w for w in result["warnings"])
+    (messages,) = model.calls
+    assert isinstance(messages[-1], ToolMessage)
+    assert "[1] (source: paris.md)" in messages[-1].content
+
+
+def test_generator_settings_from_config(fakes):
+    model = fakes.RecordingChatModel(responses=["1889 [1]"])
+    graph = build_graph(
+        {
+            "generator": {
+                "kind": "llm",
+                "injection_mode": "system_prompt",
+                "max_context_length": 100,
+                "system_prompt": "Answer tersely with [n] citations.",
+            }
+        },
+        retrievers=eiffel_retrievers(fakes),
+        generator_model=model,
+    )
+    assert graph.invoke(QUESTION)["answer"] == "1889 [1]"
+    ((system, human),) = model.calls
+    evidence, instruction = system.content.rsplit("\n\n", 1)
+    assert instruction == "Answer tersely with [n] citations."
+    assert len(evidence) == 100 and evidence.endswith("...")
+    assert human.content == QUESTION
+
+
+def test_extractive_is_the_default_generator(fakes):
+    result = build_graph({}, retrievers=eiffel_retrievers(fakes)).invoke(QUESTION)
+    assert result["answer"] == "The Eiffel Tower stands in Paris, built in 1889. [1]"
+    assert result["citations"] == [{"number": 1, "id": "eiffel", "source": "paris.md"}]
+
+
+def test_no_documents_never_calls_the_model(fakes):
+    model = fakes.ExplodingChatModel()
+    retrievers = {"a": fakes.ListRetriever(), "b": fakes.ListRetriever()}
+    result = build_graph({}, retrievers=retrievers, generator_model=model).invoke(QUESTION)
+    assert result["answer"] == INSUFFICIENT_EVIDENCE
+    assert result["documents"] == [] and result["citations"] == []
+    assert model.calls == 0
+
+
+async def test_no_documents_never_calls_the_model_async(fakes):
+    model = fakes.ExplodingChatModel()
+    retrievers = {"a": fakes.ListRetriever(), "b": fakes.ListRetriever()}
+    result = await build_graph({}, retrievers=retrievers, generator_model=model).ainvoke(QUESTION)
+    assert result["answer"] == INSUFFICIENT_EVIDENCE
+    assert model.calls == 0
+
+
+def test_generate_node_without_documents_skips_the_generator(fakes):
+    class Refusing:
+        def generate(self, *args, **kwargs):
+            raise AssertionError("must not be called")
+
+        async def agenerate(self, *args, **kwargs):
+            raise AssertionError("must not be called")
+
+    update = GenerateNode(Refusing()).invoke({"query": QUESTION, "documents": []}, {})
+    assert update["answer"] == INSUFFICIENT_EVIDENCE and update["citations"] == []
