@@ -7,10 +7,11 @@ embedding pass fits in CI. ``bench/`` reports the full-corpus figures.
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import pytest
-
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.configuration import parse_config
 from parallel_rag.studio.evaluation import (
@@ -22,9 +23,10 @@ from parallel_rag.studio.evaluation import (
     single_retrievers,
 )
 
-from .conftest import SHARED_DATA
-
 pytestmark = pytest.mark.integration
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "examples"
+SHARED_DATA = Path(os.environ.get("PARALLEL_RAG_DATA", REPO_ROOT.parent / "shared" / "data"))
 DISTRACTORS = 1200
 CANDIDATES = 100
 
@@ -45,8 +47,12 @@ def test_fused_ndcg_beats_each_single_retriever(scifact_subset, tmp_path_factory
         {
             "retrievers": [
                 {"name": "lexical", "backend": "bm25", "top_k": CANDIDATES},
-                {"name": "dense", "backend": "qdrant", "top_k": CANDIDATES,
-                 "backend_config": {"collection": "scifact"}},
+                {
+                    "name": "dense",
+                    "backend": "qdrant",
+                    "top_k": CANDIDATES,
+                    "backend_config": {"collection": "scifact"},
+                },
             ]
         }
     )
