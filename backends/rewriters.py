@@ -1,18 +1,25 @@
 """Query rewriters: a LangChain chat model turned into one or more retrieval query views.
 
 Kinds: ``multi_query`` (alternative phrasings), ``decompose`` (sub-questions) and ``hyde`` (one
-hypothetical passage, used only as a dense-retrieval query, never as evidence). Parsing is
-forgiving of what small models write: numbering, bullets, quotes, blank lines, echoes.
+hypothetical passage, used only as a dense-retrieval query, never as evidence). The seed's
+``RewriteRequest`` (query, optional temperature and max_tokens) and ``RewriteResult`` (``queries``
+or a single ``rewritten_query``) are offered as ``ChatModelRewriter.run``.
+
+Parsing is forgiving of what small models really write (SmolLM2 outputs are pinned in the unit
+tests): numbering, bullets, markdown emphasis, "Query 1:"-style labels, intro lines ending in a
+colon, quotes, blank lines, echoes of the question, duplicates and overlong lines.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+import string
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from parallel_rag.backends import prompts
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 RewriterKind = Literal["multi_query", "decompose", "hyde"]
 MAX_VIEW_CHARS = 500
@@ -25,29 +32,120 @@ _LIST_MARKER = re.compile(
     r"|(?:query|question|q)\s*\d*\s*[:.)-](?=\s|$))\s*",
     re.I,
 )
+# Labels small models put before a view: "Rephrased question 2:", "Sub-question:", "Answer:".
+_VIEW_LABEL = re.compile(
+    r"^\s*(?:(?:alternative|rephrased|reworded|paraphrased|search|simpler|new)\s+)?"
+    r"(?:rephrasings?|rephrase|paraphrases?|alternatives?|versions?|variants?|queries|query"
+    r"|sub-?questions?|questions?)\s*#?\d*\s*[:.)-](?=\s|$)\s*",
+    re.I,
+)
+_HYDE_LABEL = re.compile(
+    r"^\s*(?:hypothetical\s+)?(?:passage|answer|document|paragraph)\s*[:.-](?=\s|$)\s*", re.I
+)
+_EMPHASIS = re.compile(r"(\*\*|__)(.*?)\1")
+# "1. first 2. second 3. third" on one line: split before each later number.
+_INLINE_NUMBER = re.compile(r"\s+(?=(?:[2-9]|1[0-9])[.)]\s)")
 
 
 class EmptyRewriteError(ValueError):
     """The rewriter produced no usable query; handled by the rewriter's ``on_failure``."""
 
 
+class RewriteRequest(BaseModel):
+    """The seed's rewriter input: the question and optional sampling overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0, le=4096)
+
+
+class RewriteResult(BaseModel):
+    """The seed's rewriter output: ``queries`` (multi-query, decompose) or one
+    ``rewritten_query`` (HyDE's hypothetical passage), never both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rewritten_query: str | None = None
+    queries: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RewriteResult:
+        if (self.rewritten_query is None) == (self.queries is None):
+            raise ValueError("a RewriteResult has either rewritten_query or queries")
+        if self.queries is not None and not self.queries:
+            raise ValueError("queries must not be empty")
+        return self
+
+
+def _comparable(text: str) -> str:
+    """Case, punctuation and spacing removed: how echoes and duplicates are recognised."""
+    kept = "".join(" " if ch in string.punctuation else ch for ch in text.casefold())
+    return " ".join(kept.split())
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most ``limit`` characters, ending on a word boundary when there is one."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip()
+
+
+def _clean_line(line: str) -> str:
+    line = _EMPHASIS.sub(r"\2", line)
+    for _ in range(2):  # "1. Query 2: ..." carries a marker and a label
+        line = _VIEW_LABEL.sub("", _LIST_MARKER.sub("", line))
+    return line.strip().strip("\"'`\u201c\u201d").strip()
+
+
 def parse_query_lines(text: str, *, original: str, limit: int) -> list[str]:
     """Query strings from a model's list-ish output: markers stripped, echoes and dups dropped."""
     queries: list[str] = []
-    seen = {original.strip().casefold()}
-    for line in text.splitlines():
-        candidate = _LIST_MARKER.sub("", line).strip().strip("\"'`").strip()
-        if not candidate or candidate.endswith(":") and len(candidate) < 60:
-            continue
-        candidate = candidate[:MAX_VIEW_CHARS].strip()
-        key = candidate.casefold()
-        if key in seen:
+    seen = {_comparable(original)}
+    lines = text.splitlines()
+    if len([line for line in lines if line.strip()]) == 1:
+        lines = _INLINE_NUMBER.split(lines[0] if lines[0].strip() else text.strip())
+    for line in lines:
+        candidate = _clean_line(line)
+        if not candidate or candidate.endswith(":") and len(candidate) < 80:
+            continue  # blank, or an intro line such as "Here are three rephrasings:"
+        candidate = _cut(candidate, MAX_VIEW_CHARS)
+        key = _comparable(candidate)
+        if not key or key in seen:
             continue
         seen.add(key)
         queries.append(candidate)
         if len(queries) >= limit:
             break
     return queries
+
+
+def parse_passage(text: str, *, original: str) -> str:
+    """HyDE's hypothetical passage: labels and headings dropped, paragraphs kept, bounded."""
+    lines = [_EMPHASIS.sub(r"\2", line).rstrip() for line in text.strip().splitlines()]
+    lines = [line for line in lines if not line.lstrip().startswith("#")]
+    passage = _HYDE_LABEL.sub("", "\n".join(lines).strip()).strip().strip("\"\u201c\u201d")
+    passage = _cut(passage.strip(), MAX_HYDE_CHARS)
+    if _comparable(passage) in {"", _comparable(original)}:
+        raise EmptyRewriteError("the HyDE rewriter returned no passage (empty or an echo)")
+    return passage
+
+
+def validate_prompt(template: str) -> str:
+    """A rewriter prompt must name ``{query}`` and format with ``query``/``num_queries`` only."""
+    if "{query}" not in template:
+        raise ValueError("must contain the {query} placeholder")
+    try:
+        template.format(query="q", num_queries=3)
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(
+            f"only {{query}} and {{num_queries}} may be used; write other braces as {{{{ }}}} "
+            f"({type(error).__name__}: {error})"
+        ) from None
+    return template
 
 
 class ChatModelRewriter:
@@ -66,36 +164,79 @@ class ChatModelRewriter:
         self.model = model
         self.kind = kind
         self.num_queries = num_queries
-        self.prompt = (
-            prompt
-            or {
-                "multi_query": prompts.MULTI_QUERY_PROMPT,
-                "decompose": prompts.DECOMPOSE_PROMPT,
-                "hyde": prompts.HYDE_PROMPT,
-            }[kind]
-        )
-        bind = {"temperature": temperature, "max_tokens": max_tokens}
-        bind = {k: v for k, v in bind.items() if v is not None}
+        self.prompt = validate_prompt(prompt or prompts.REWRITER_PROMPTS[kind])
+        self.defaults = {"temperature": temperature, "max_tokens": max_tokens}
+        bind = {k: v for k, v in self.defaults.items() if v is not None}
         self.runnable = model.bind(**bind) if bind else model
 
-    def _messages(self, query: str) -> list[HumanMessage]:
+    def _bound(self, temperature: float | None, max_tokens: int | None):
+        if temperature is None and max_tokens is None:
+            return self.runnable
+        overrides = {"temperature": temperature, "max_tokens": max_tokens}
+        merged = {
+            key: overrides[key] if overrides[key] is not None else default
+            for key, default in self.defaults.items()
+        }
+        return self.model.bind(**{k: v for k, v in merged.items() if v is not None})
+
+    def messages(self, query: str) -> list[BaseMessage]:
+        """The prompt sent to the model (one user message)."""
         return [HumanMessage(self.prompt.format(query=query, num_queries=self.num_queries))]
 
-    def _parse(self, query: str, content: object) -> list[tuple[str, str]]:
-        text = content if isinstance(content, str) else str(content)
+    def parse(self, query: str, message: Any) -> list[tuple[str, str]]:
+        """Views from the model's reply; raises ``EmptyRewriteError`` when none is usable."""
+        text = message.text if isinstance(message, BaseMessage) else str(message)
         if self.kind == "hyde":
-            passage = text.strip()[:MAX_HYDE_CHARS].strip()
-            if not passage:
-                raise EmptyRewriteError("the HyDE rewriter returned an empty passage")
-            return [(passage, "hyde")]
+            return [(parse_passage(text, original=query), "hyde")]
         queries = parse_query_lines(text, original=query, limit=self.num_queries)
         if not queries:
             raise EmptyRewriteError(f"the {self.kind} rewriter returned no usable query")
         return [(q, "rewrite") for q in queries]
 
-    def rewrite(self, query: str, config=None) -> list[tuple[str, str]]:
-        return self._parse(query, self.runnable.invoke(self._messages(query), config).content)
+    def rewrite(
+        self,
+        query: str,
+        config=None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> list[tuple[str, str]]:
+        runnable = self._bound(temperature, max_tokens)
+        return self.parse(query, runnable.invoke(self.messages(query), config))
 
-    async def arewrite(self, query: str, config=None) -> list[tuple[str, str]]:
-        message = await self.runnable.ainvoke(self._messages(query), config)
-        return self._parse(query, message.content)
+    async def arewrite(
+        self,
+        query: str,
+        config=None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> list[tuple[str, str]]:
+        runnable = self._bound(temperature, max_tokens)
+        return self.parse(query, await runnable.ainvoke(self.messages(query), config))
+
+    def _result(self, views: list[tuple[str, str]]) -> RewriteResult:
+        if self.kind == "hyde":
+            return RewriteResult(rewritten_query=views[0][0])
+        return RewriteResult(queries=[text for text, _ in views])
+
+    def run(self, request: RewriteRequest, config=None) -> RewriteResult:
+        """The seed's rewriter capability: ``RewriteRequest`` in, ``RewriteResult`` out."""
+        return self._result(
+            self.rewrite(
+                request.query,
+                config,
+                temperature=request.temperature,
+                max_tokens=request.max_tokens,
+            )
+        )
+
+    async def arun(self, request: RewriteRequest, config=None) -> RewriteResult:
+        return self._result(
+            await self.arewrite(
+                request.query,
+                config,
+                temperature=request.temperature,
+                max_tokens=request.max_tokens,
+            )
+        )

@@ -30,8 +30,10 @@ from parallel_rag.graph.configuration import (
     load_config,
     parse_config,
 )
+from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter, fusion_settings
 from parallel_rag.graph.routing import make_entry_router, make_view_router
 from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
+from parallel_rag.nodes.fallback import FallbackNode, split_hybrid
 from parallel_rag.nodes.fuse import make_fuse_node
 from parallel_rag.nodes.generate import GenerateNode
 from parallel_rag.nodes.rerank import make_rerank_node
@@ -43,7 +45,10 @@ ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
 
 class RAGGraph(CompiledStateGraph):
     """A compiled StateGraph that validates its input (unknown keys, empty query, bad top_k)
-    before running: LangGraph itself silently drops keys outside the input schema."""
+    before running: LangGraph itself silently drops keys outside the input schema.
+    ``knob_scope`` says which per-run knobs (``graph/context.py``) this graph can honour."""
+
+    knob_scope: KnobScope | None = None
 
     def stream(self, input, config=None, **kwargs):  # noqa: A002
         return super().stream(_validated(input), config, **kwargs)
@@ -101,33 +106,33 @@ def build_graph(
     branches: list[RetrievalBranch] = []
     for entry in pipeline.retrievers:
         retriever = make_retriever(entry, pipeline, root)
-        branches.append(
-            RetrievalBranch(
-                name=entry.name,
-                index=len(branches),
-                retriever=retriever,
-                kind=retrieval_kind_of(retriever),
-                top_k=entry.top_k,
-                on_failure=entry.on_failure or pipeline.on_failure,
-                timeout_seconds=entry.timeout_seconds,
-            )
+        branch = RetrievalBranch(
+            name=entry.name,
+            index=len(branches),
+            retriever=retriever,
+            kind=retrieval_kind_of(retriever),
+            top_k=entry.top_k,
+            on_failure=entry.on_failure or pipeline.on_failure,
+            timeout_seconds=entry.timeout_seconds,
         )
+        branches.append(split_hybrid(branch))  # a hybrid's fallback gets its own node
     for branch_name, retriever in extra.items():
-        branches.append(
-            RetrievalBranch(
-                name=branch_name,
-                index=len(branches),
-                retriever=retriever,
-                kind=retrieval_kind_of(retriever),
-                on_failure=pipeline.on_failure,
-            )
+        branch = RetrievalBranch(
+            name=branch_name,
+            index=len(branches),
+            retriever=retriever,
+            kind=retrieval_kind_of(retriever),
+            on_failure=pipeline.on_failure,
         )
+        branches.append(split_hybrid(branch))
 
     rewriter_config = pipeline.rewriter or (RewriterConfig() if rewriter_model else None)
-    builder = StateGraph(RAGState, input_schema=RAGRequest, output_schema=RAGResult)
+    builder = StateGraph(
+        RAGState, context_schema=RAGContext, input_schema=RAGRequest, output_schema=RAGResult
+    )
     entry_targets = ["retrieve"]
     if rewriter_config is not None:
-        rewriter = make_rewriter(rewriter_config, rewriter_model)
+        rewriter = SwitchableRewriter(rewriter_config, rewriter_model, make_rewriter)
         node = RewriteNode(
             rewriter,
             include_original=rewriter_config.include_original,
@@ -138,38 +143,65 @@ def build_graph(
             "rewrite", make_view_router(branches, pipeline.tenant_field), ["retrieve"]
         )
         entry_targets = ["rewrite", "retrieve"]
+    scope = KnobScope(
+        retrievers=tuple(b.name for b in branches),
+        dense=frozenset(b.name for b in branches if b.kind == "dense"),
+        has_reranker=pipeline.reranker is not None,
+        rewriter_kind=rewriter_config.kind if rewriter_config is not None else None,
+    )
     builder.add_conditional_edges(
         START,
-        make_entry_router(branches, pipeline.tenant_field, rewriter_config is not None),
+        make_entry_router(branches, pipeline.tenant_field, rewriter_config is not None, scope),
         entry_targets,
     )
 
     reranker = pipeline.reranker
     retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranker is not None)
+    # hybrid branches: retrieve -> fallback (a real edge Studio draws) -> rerank | fuse
+    to_fallback = ("fallback",) if any(b.fallback is not None for b in branches) else ()
+    if to_fallback:
+        builder.add_node(
+            "fallback",
+            FallbackNode(retrieve).as_runnable(),
+            destinations=("rerank", "fuse") if reranker is not None else None,
+        )
+        if reranker is None:
+            builder.add_edge("fallback", "fuse")
     if reranker is not None:
-        builder.add_node("retrieve", retrieve.as_runnable(), destinations=("rerank",))
+        builder.add_node(
+            "retrieve", retrieve.as_runnable(), destinations=("rerank", "fuse", *to_fallback)
+        )
         builder.add_node(
             "rerank",
             make_rerank_node(
-                make_scorer(reranker),
+                make_scorer(reranker.relative_to(root)),
                 top_k=reranker.top_k,
                 on_failure=reranker.on_failure or pipeline.on_failure,
+                max_candidates=reranker.max_candidates,
             ),
         )
         builder.add_edge("rerank", "fuse")
     else:
-        builder.add_node("retrieve", retrieve.as_runnable())
+        builder.add_node("retrieve", retrieve.as_runnable(), destinations=to_fallback or None)
         builder.add_edge("retrieve", "fuse")
 
     # deferred: fuse waits for every pending branch task (rerank, fallback) before it runs
     builder.add_node(
-        "fuse", make_fuse_node(k=pipeline.fusion.k, weights=pipeline.fusion.weights), defer=True
+        "fuse",
+        make_fuse_node(
+            k=pipeline.fusion.k, weights=pipeline.fusion.weights, settings=fusion_settings
+        ),
+        defer=True,
     )
-    generator = make_generator(pipeline.generator, generator_model)
-    builder.add_node("generate", GenerateNode(generator).as_runnable())
+    generator = make_generator(pipeline.generator, generator_model, pipeline.embeddings)
+    generate = GenerateNode(
+        generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
+    )
+    builder.add_node("generate", generate.as_runnable())
     builder.add_edge("fuse", "generate")
     builder.add_edge("generate", END)
 
     compiled = builder.compile(name=name)
     compiled.__class__ = RAGGraph
+    compiled.knob_scope = scope
     return compiled

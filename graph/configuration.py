@@ -14,9 +14,19 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from parallel_rag.backends.bm25 import BM25Settings
-from parallel_rag.backends.chat_models import ChatModelSettings
+from parallel_rag.backends.chat_models import (
+    ChatModelSettings,
+    normalize_base_url,
+    served_model_name,
+)
 from parallel_rag.backends.embeddings import BUNDLED
+from parallel_rag.backends.external_api import ExternalAPISettings
+from parallel_rag.backends.hybrid import HybridOptions
+from parallel_rag.backends.milvus import MilvusSettings
+from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
 from parallel_rag.backends.qdrant import QdrantSettings
+from parallel_rag.backends.rewriters import validate_prompt
+from parallel_rag.backends.vectorstore import VectorStoreSettings
 from parallel_rag.nodes.fuse import DEFAULT_RRF_K
 from pydantic import (
     BaseModel,
@@ -31,8 +41,9 @@ from pydantic import (
 DEFAULT_CONFIG_FILE = "parallel-rag.yaml"
 CONFIG_ENV = "PARALLEL_RAG_CONFIG"
 FailurePolicy = Literal["skip", "warn", "block"]
-DENSE_BACKENDS = {"qdrant"}
+DENSE_BACKENDS = {"qdrant", "milvus", "openai", "vectorstore"}
 MIN_RETRIEVERS, MAX_RETRIEVERS = 2, 4
+DEFAULT_RERANK_CANDIDATES = 50
 
 
 class ConfigError(ValueError):
@@ -86,26 +97,185 @@ class QdrantEntry(RetrieverEntry):
     backend_config: QdrantSettings = Field(default_factory=QdrantSettings)
 
 
-AnyRetrieverEntry = Annotated[BM25Entry | QdrantEntry, Field(discriminator="backend")]
+class MilvusEntry(RetrieverEntry):
+    backend: Literal["milvus"]
+    backend_config: MilvusSettings
+
+
+class ExternalAPIEntry(RetrieverEntry):
+    """Dense or lexical by ``request_format`` (see ``backends/external_api.py``)."""
+
+    backend: Literal["external_api"]
+    backend_config: ExternalAPISettings
+
+    @model_validator(mode="after")
+    def _threshold_applies(self) -> ExternalAPIEntry:
+        settings = self.backend_config
+        if self.similarity_threshold is not None and not settings.has_comparable_similarity:
+            raise ValueError(
+                f"similarity_threshold: does not apply to request_format "
+                f"'{settings.request_format}' (search: {settings.search}): its scores are "
+                "BM25 scores, not a similarity"
+            )
+        return self
+
+    @property
+    def is_dense(self) -> bool:
+        return self.backend_config.kind == "dense"
+
+
+class OpenAIEntry(RetrieverEntry):
+    backend: Literal["openai"]
+    backend_config: OpenAIFileSearchSettings
+
+
+class VectorStoreEntry(RetrieverEntry):
+    backend: Literal["vectorstore"]
+    backend_config: VectorStoreSettings
+
+
+class MCPEntry(RetrieverEntry):
+    """Refused at load time, like the seed plugin, until an MCP tool invoker exists."""
+
+    backend: Literal["mcp"]
+    backend_config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse(cls, data: Any) -> Any:
+        raise ValueError(
+            "backend 'mcp' is not supported: no MCP tool invoker exists yet "
+            "(use external_api for an HTTP search service)"
+        )
+
+
+BackendEntry = Annotated[
+    BM25Entry
+    | QdrantEntry
+    | MilvusEntry
+    | ExternalAPIEntry
+    | OpenAIEntry
+    | VectorStoreEntry
+    | MCPEntry,
+    Field(discriminator="backend"),
+]
+"""A backend a ``hybrid`` may use as its primary or fallback (anything but another hybrid)."""
+
+
+class HybridSettings(HybridOptions):
+    """``backend_config`` of a ``hybrid``: its strategy (owned by ``backends/hybrid.py``) plus
+    a primary and an optional fallback, each a full backend entry."""
+
+    primary: BackendEntry
+    fallback: BackendEntry | None = None
+
+    @field_validator("primary", "fallback", mode="before")
+    @classmethod
+    def _no_nested_hybrid(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("backend") == "hybrid":
+            raise ValueError("a hybrid may not nest a hybrid")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> HybridSettings:
+        if self.fallback is not None and self.fallback.name == self.primary.name:
+            name = self.primary.name
+            self.primary.name, self.fallback.name = f"{name}-primary", f"{name}-fallback"
+        return self
+
+
+class HybridEntry(RetrieverEntry):
+    """A primary backend with an optional fallback; dense when its primary is."""
+
+    backend: Literal["hybrid"]
+    backend_config: HybridSettings
+
+    @property
+    def is_dense(self) -> bool:
+        return self.backend_config.primary.is_dense
+
+
+AnyRetrieverEntry = Annotated[
+    BM25Entry
+    | QdrantEntry
+    | MilvusEntry
+    | ExternalAPIEntry
+    | OpenAIEntry
+    | VectorStoreEntry
+    | HybridEntry
+    | MCPEntry,
+    Field(discriminator="backend"),
+]
 
 
 class RewriterConfig(_Strict):
+    """Query rewriting with a chat model (README "LLM rewriting and generation")."""
+
     kind: Literal["multi_query", "decompose", "hyde"] = "multi_query"
     num_queries: int = Field(default=3, ge=1, le=8)
     include_original: bool = True
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0, le=4096)
     on_failure: FailurePolicy | None = None
-    prompt: str | None = None
+    prompt: str | None = Field(
+        default=None, description="replaces the kind's prompt; placeholders {query}, {num_queries}"
+    )
     llm: ChatModelSettings | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_formats(cls, value: str | None) -> str | None:
+        return None if value is None else validate_prompt(value)
 
 
 class RerankerConfig(_Strict):
-    kind: Literal["embedding"] = "embedding"
-    model: str = BUNDLED
+    """Per-branch reranking against the original query (optional; README "Reranking").
+
+    ``embedding`` re-scores by cosine similarity under the embedding model (the packaged
+    all-MiniLM-L6-v2 unless ``model`` says otherwise); ``cross_encoder`` needs ``model``, a local
+    path (relative to the config file) or a cached Hugging Face name. ``max_candidates`` is the
+    explicit CPU budget: only a branch's first N hits are scored, the rest follow unscored.
+    ``layer``/``dimension`` (0 = full) pick a trained exit of a cross-encoder.
+    """
+
+    kind: Literal["embedding", "cross_encoder"] = "embedding"
+    model: str | None = Field(default=None, validate_default=True)
     device: str = "cpu"
     top_k: int | None = Field(default=None, gt=0)
+    max_candidates: int = Field(default=DEFAULT_RERANK_CANDIDATES, gt=0, le=1000)
+    max_tokens: int | None = Field(default=None, gt=0)
+    overflow: Literal["reject", "truncate"] = "reject"
+    batch_size: int = Field(default=32, gt=0, le=1024)
+    layer: int = Field(default=0, ge=0)
+    dimension: int = Field(default=0, ge=0)
     on_failure: FailurePolicy | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model_for_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("kind") == "cross_encoder":
+            if not value or value == BUNDLED:
+                raise ValueError(
+                    "kind 'cross_encoder' needs a model: a local path or a cached Hugging Face "
+                    "name (no cross-encoder weights ship with parallel-rag)"
+                )
+            return value
+        return value or BUNDLED
+
+    @field_validator("layer", "dimension")
+    @classmethod
+    def _exit_for_cross_encoder(cls, value: int, info: ValidationInfo) -> int:
+        if value and info.data.get("kind") != "cross_encoder":
+            raise ValueError("selects a cross-encoder exit: only for kind 'cross_encoder'")
+        return value
+
+    def relative_to(self, base_dir: Path) -> RerankerConfig:
+        """A copy whose ``model`` names the existing path under ``base_dir`` when there is one
+        (otherwise the value stays: an absolute path or a Hugging Face name)."""
+        if not self.model or self.model == BUNDLED or Path(self.model).expanduser().is_absolute():
+            return self
+        candidate = base_dir / self.model
+        return self.model_copy(update={"model": str(candidate)}) if candidate.exists() else self
 
 
 class FusionConfig(_Strict):
@@ -116,10 +286,22 @@ class FusionConfig(_Strict):
 class GeneratorConfig(_Strict):
     kind: Literal["extractive", "llm"] = "extractive"
     max_sentences: int = Field(default=3, ge=1, le=20)
+    min_similarity: float | None = Field(
+        default=0.3,
+        ge=-1,
+        le=1,
+        description="extractive: embedding cosine a sentence needs to count as evidence "
+        "(tuned for all-MiniLM-L6-v2); null = lexical matching only",
+    )
     llm: ChatModelSettings | None = None
     injection_mode: Literal["tool_role", "system_prompt"] = "tool_role"
     max_context_length: int = Field(default=10000, gt=0)
-    system_prompt: str | None = None
+    system_prompt: str | None = Field(
+        default=None, description="replaces prompts.GENERATOR_SYSTEM_PROMPT (kind llm)"
+    )
+    on_failure: FailurePolicy | None = Field(
+        default=None, description="when the chat model fails; default: the pipeline's policy"
+    )
 
 
 class EmbeddingsConfig(_Strict):
@@ -259,3 +441,35 @@ def load_config(
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ConfigError(f"{chosen}: not valid YAML: {error}") from None
     return parse_config(data or {}, source=str(chosen), **extras), chosen.parent.resolve()
+
+
+def with_llm_endpoint(
+    config: PipelineConfig,
+    base_url: str | None = None,
+    *,
+    model: str | None = None,
+    rewriter_kind: str | None = None,
+) -> PipelineConfig:
+    """The config with its generator (and, given ``rewriter_kind``, a rewriter) on an
+    OpenAI-compatible endpoint: what ``parallel-rag ask --llm URL [--model M] [--rewriter K]``
+    runs. Without ``model`` the server's first listed model is used. Other ``llm`` settings of
+    the config (api_key, temperature, max_tokens, timeouts) are kept."""
+    if model is not None and base_url is None:
+        raise ConfigError("--model: only applies together with --llm URL")
+    data = config.model_dump(exclude_unset=True)
+    generator = dict(data.get("generator") or {})
+    llm = generator.get("llm")
+    if base_url is not None:
+        url = normalize_base_url(base_url)
+        kept = {k: v for k, v in (llm or {}).items() if k not in {"model", "base_url", "provider"}}
+        key = kept.get("api_key")
+        secret = key.get_secret_value() if hasattr(key, "get_secret_value") else key
+        llm = {**kept, "model": model or served_model_name(url, api_key=secret), "base_url": url}
+        data["generator"] = {**generator, "kind": "llm", "llm": llm}
+    if rewriter_kind is not None:
+        rewriter = dict(data.get("rewriter") or {})
+        rewriter_llm = llm if base_url is not None else rewriter.get("llm") or llm
+        if rewriter_llm is None:
+            raise ConfigError("--rewriter: needs --llm URL, or rewriter.llm/generator.llm in the config")
+        data["rewriter"] = {**rewriter, "kind": rewriter_kind, "llm": rewriter_llm}
+    return parse_config(data, source="configuration with --llm/--rewriter")

@@ -1,5 +1,7 @@
 """``ingest``: read files once, chunk them, and write the same chunks into every configured
-index (BM25 and Qdrant here), replacing earlier chunks of the same files.
+index (BM25, Qdrant, Milvus and managed vector stores, including those a ``hybrid`` uses),
+replacing earlier chunks of the same files. ``store=NAME`` (``parallel-rag ingest --store
+NAME``) writes into the managed vector store ``NAME`` only, creating it if needed.
 
 All files are read and validated before anything is written, so a bad file leaves every index
 as it was. Embeddings are computed once and shared by all dense stores.
@@ -21,9 +23,21 @@ from parallel_rag.backends.document_loading import (
     load_chunks,
 )
 from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.milvus import write_chunks as write_milvus_chunks
 from parallel_rag.backends.qdrant import write_chunks
+from parallel_rag.backends.vectorstore import DEFAULT_ROOT
+from parallel_rag.backends.vectorstore import write_chunks as write_store_chunks
 from parallel_rag.graph.components import resolve_path
-from parallel_rag.graph.configuration import BM25Entry, ConfigError, PipelineConfig, QdrantEntry
+from parallel_rag.graph.configuration import (
+    BM25Entry,
+    ConfigError,
+    HybridEntry,
+    MilvusEntry,
+    PipelineConfig,
+    QdrantEntry,
+    RetrieverEntry,
+    VectorStoreEntry,
+)
 from tqdm.auto import tqdm
 
 EMBED_BATCH = 64
@@ -58,6 +72,33 @@ def replace_in_bm25(
     return len(merged)
 
 
+WRITABLE = (BM25Entry, QdrantEntry, MilvusEntry, VectorStoreEntry)
+DENSE_TARGETS = (QdrantEntry, MilvusEntry, VectorStoreEntry)
+
+
+def writable_targets(config: PipelineConfig) -> list[RetrieverEntry]:
+    """Every index ingest can write, a hybrid's primary and fallback included, each once."""
+    found: list[RetrieverEntry] = []
+    for entry in config.retrievers:
+        legs = [entry]
+        if isinstance(entry, HybridEntry):
+            legs = [entry.backend_config.primary, entry.backend_config.fallback]
+        found.extend(leg for leg in legs if isinstance(leg, WRITABLE))
+    unique: dict[str, RetrieverEntry] = {}
+    for entry in found:
+        unique.setdefault(f"{entry.backend}:{entry.backend_config.model_dump_json()}", entry)
+    return list(unique.values())
+
+
+def store_root(config: PipelineConfig) -> str:
+    """Where managed vector stores live: the first configured vectorstore's root, else the
+    default."""
+    for entry in writable_targets(config):
+        if isinstance(entry, VectorStoreEntry):
+            return entry.backend_config.root
+    return DEFAULT_ROOT
+
+
 def embed_chunks(
     chunks: Sequence[Chunk], model: str, device: str, progress: bool
 ) -> list[list[float]]:
@@ -80,9 +121,23 @@ def ingest_paths(
     chunk_size: int = 1000,
     chunk_overlap: int = 150,
     extra_metadata: dict[str, Any] | None = None,
+    store: str | None = None,
 ) -> IngestReport:
-    """Ingest files or directories into every bm25/qdrant index the config names."""
-    targets = [e for e in config.retrievers if isinstance(e, BM25Entry | QdrantEntry)]
+    """Ingest files or directories into every index the config names (bm25, qdrant, milvus,
+    vectorstore), or only into the managed vector store ``store``."""
+    targets: list[RetrieverEntry] = []
+    if store is not None:
+        targets = [
+            VectorStoreEntry.model_validate(
+                {
+                    "name": "store",
+                    "backend": "vectorstore",
+                    "backend_config": {"vector_store_id": store, "root": store_root(config)},
+                }
+            )
+        ]
+    else:
+        targets = writable_targets(config)
     if not targets:
         raise ConfigError("retrievers: no configured retriever has an index parallel-rag can write")
     files = discover_files(paths)
@@ -103,21 +158,35 @@ def ingest_paths(
 
     vectors: list[list[float]] | None = None
     for entry in targets:
+        if isinstance(entry, DENSE_TARGETS) and vectors is None:
+            vectors = embed_chunks(
+                chunks, config.embeddings.model, config.embeddings.device, progress
+            )
+        columns = {
+            "ids": [c.id for c in chunks],
+            "texts": [c.content for c in chunks],
+            "metadatas": [c.metadata for c in chunks],
+            "vectors": vectors,
+            "replace_file_ids": sorted(file_ids),
+        }
         if isinstance(entry, QdrantEntry):
-            if vectors is None:
-                vectors = embed_chunks(
-                    chunks, config.embeddings.model, config.embeddings.device, progress
-                )
-            write_chunks(
+            write_chunks(entry.backend_config, base_dir, **columns)
+        elif isinstance(entry, MilvusEntry):
+            write_milvus_chunks(
                 entry.backend_config,
                 base_dir,
-                ids=[c.id for c in chunks],
-                texts=[c.content for c in chunks],
-                metadatas=[c.metadata for c in chunks],
-                vectors=vectors,
-                replace_file_ids=sorted(file_ids),
+                embedding_model=config.embeddings.model,
+                device=config.embeddings.device,
+                **columns,
+            )
+        elif isinstance(entry, VectorStoreEntry):
+            write_store_chunks(
+                entry.backend_config.store_dir(base_dir),
+                embedding_model=config.embeddings.model,
+                **columns,
             )
         else:
             replace_in_bm25(entry, base_dir, chunks, file_ids)
-        report.indexes.append(f"{entry.name} ({entry.backend})")
+        label = f"vector store {store}" if store is not None else f"{entry.name} ({entry.backend})"
+        report.indexes.append(label)
     return report

@@ -2,6 +2,8 @@
 
 One ``Send("retrieve", ...)`` per (query view, retriever), except that HyDE views go to dense
 retrievers only. Every branch gets the request's filters, with the tenant as a mandatory filter.
+The run's knobs (``graph/context.py``) are checked at the entry and applied here: which
+retrievers run, their candidate count, and whether their results go through the reranker.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
+from parallel_rag.graph.context import KnobScope, RAGContext, run_knobs
 from parallel_rag.nodes.records import QueryView
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveTask
 
@@ -30,9 +34,13 @@ def fan_out(
     views: Sequence[QueryView],
     branches: Sequence[RetrievalBranch],
     tenant_field: str,
+    knobs: RAGContext | None = None,
 ) -> list[Send]:
     """One retrieve task per (view, retriever); HyDE views reach dense retrievers only."""
     filters = branch_filters(state, tenant_field)
+    knobs = knobs or RAGContext()
+    if knobs.retrievers is not None:
+        branches = [b for b in branches if b.name in knobs.retrievers]
     sends = []
     for view in views:
         for branch in branches:
@@ -45,6 +53,10 @@ def fan_out(
                 top_k=state["top_k"],
                 filters=filters,
             )
+            if knobs.retriever_top_k is not None:
+                task["limit"] = knobs.retriever_top_k
+            if knobs.rerank is False:
+                task["rerank"] = False
             sends.append(Send("retrieve", task))
     return sends
 
@@ -53,14 +65,22 @@ def original_view(state: dict[str, Any]) -> list[QueryView]:
     return [QueryView(index=0, text=state["query"].strip(), kind="original")]
 
 
-def make_entry_router(branches: Sequence[RetrievalBranch], tenant_field: str, has_rewriter: bool):
-    """The conditional entry: to ``rewrite`` when a rewriter is configured, else straight to
-    the fan-out with the original query as the only view."""
+def make_entry_router(
+    branches: Sequence[RetrievalBranch],
+    tenant_field: str,
+    has_rewriter: bool,
+    scope: KnobScope | None = None,
+):
+    """The conditional entry: checks the run's knobs, then to ``rewrite`` when a rewriter is
+    configured (and not switched off), else straight to the fan-out with the original query."""
 
-    def route_request(state: dict[str, Any]):
-        if has_rewriter:
+    def route_request(state: dict[str, Any], config: RunnableConfig):
+        knobs = run_knobs(config)
+        if scope is not None:
+            scope.check(knobs)
+        if has_rewriter and knobs.rewriter != "none":
             return "rewrite"
-        return fan_out(state, original_view(state), branches, tenant_field)
+        return fan_out(state, original_view(state), branches, tenant_field, knobs)
 
     return route_request
 
@@ -68,7 +88,8 @@ def make_entry_router(branches: Sequence[RetrievalBranch], tenant_field: str, ha
 def make_view_router(branches: Sequence[RetrievalBranch], tenant_field: str):
     """After ``rewrite``: fan the rewritten views out to the retrievers."""
 
-    def route_views(state: dict[str, Any]) -> list[Send]:
-        return fan_out(state, state.get("views") or original_view(state), branches, tenant_field)
+    def route_views(state: dict[str, Any], config: RunnableConfig) -> list[Send]:
+        views = state.get("views") or original_view(state)
+        return fan_out(state, views, branches, tenant_field, run_knobs(config))
 
     return route_views

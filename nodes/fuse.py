@@ -8,9 +8,10 @@ that order decides which copy of a duplicate is kept and which document "appeare
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from parallel_rag.nodes.records import (
     BranchRecord,
     BranchResult,
@@ -115,13 +116,20 @@ def views_used(branches: Iterable[BranchResult]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-def make_fuse_node(*, k: int, weights: Mapping[str, float]):
-    """The ``fuse`` node: RRF over the branch results, cut to the request's ``top_k``."""
+FusionSettings = Callable[[RunnableConfig, int, Mapping[str, float]], tuple[int, Mapping]]
 
-    def fuse(state: dict[str, Any]) -> dict[str, Any]:
+
+def make_fuse_node(*, k: int, weights: Mapping[str, float], settings: FusionSettings | None = None):
+    """The ``fuse`` node: RRF over the branch results, cut to the request's ``top_k``.
+    ``settings(config, k, weights)`` may adjust ``k`` and the weights per run (the knobs)."""
+
+    def fuse(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = time.perf_counter()
+        run_k, run_weights = settings(config, k, weights) if settings else (k, weights)
         results: list[BranchResult] = state.get("branch_results") or []
-        documents = reciprocal_rank_fusion(results, k=k, weights=weights, top_k=state["top_k"])
+        documents = reciprocal_rank_fusion(
+            results, k=run_k, weights=run_weights, top_k=state["top_k"]
+        )
         return {
             "documents": documents,
             "branches": branch_records(results),

@@ -2,12 +2,17 @@
 
 Higher score first; equal scores keep retrieval order (a stable sort). Ids and retrieval scores
 stay as they were; the rerank score is added and the branch rank becomes the reranked position.
-Scorer problems (missing model, non-finite scores, token-budget refusals) follow ``on_failure``.
+``max_candidates`` bounds the cost: only a branch's first N hits are scored, the rest follow them
+unscored, in retrieval order. ``top_k`` then keeps the best N (all when None).
+Scorer problems (missing model, non-finite scores, token-budget refusals) follow ``on_failure``:
+the branch keeps its retrieval order (``skip``), plus a warning (``warn``), or the request
+stops (``block``). The branch records its rerank latency (``rerank_ms``).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from typing import Any, Protocol
 
@@ -22,23 +27,45 @@ class PairScorer(Protocol):
     def score(self, query: str, documents: list[str]) -> list[float]: ...
 
 
-def rerank_hits(hits: list[BranchHit], scores: list[float], top_k: int | None) -> list[BranchHit]:
-    """Reorder ``hits`` by ``scores`` (stable on ties) and keep ``top_k`` (all when None)."""
-    if len(scores) != len(hits):
-        raise ValueError(f"scorer returned {len(scores)} scores for {len(hits)} documents")
-    bad = [s for s in scores if not isinstance(s, int | float) or not math.isfinite(s)]
+def scored_count(hits: list[BranchHit], max_candidates: int | None) -> int:
+    """How many of a branch's hits the scorer sees: the first ``max_candidates``."""
+    return len(hits) if max_candidates is None else min(len(hits), max_candidates)
+
+
+def rerank_hits(
+    hits: list[BranchHit],
+    scores: list[float],
+    top_k: int | None,
+    *,
+    max_candidates: int | None = None,
+) -> list[BranchHit]:
+    """Reorder the scored head of ``hits`` by ``scores`` (stable on ties), append the unscored
+    tail in retrieval order, and keep ``top_k`` (all when None). ``hits`` is not modified."""
+    scored = scored_count(hits, max_candidates)
+    if len(scores) != scored:
+        raise ValueError(f"scorer returned {len(scores)} scores for {scored} documents")
+    bad = [s for s in scores if not isinstance(s, numbers.Real) or not math.isfinite(s)]
     if bad:
         raise ValueError(f"scorer returned non-finite scores: {bad[:3]}")
-    order = sorted(range(len(hits)), key=lambda i: -scores[i])
+    order = sorted(range(scored), key=lambda i: -scores[i]) + list(range(scored, len(hits)))
     if top_k is not None:
         order = order[:top_k]
-    return [
-        BranchHit(**{**hits[i], "rank": position, "rerank_score": float(scores[i])})
-        for position, i in enumerate(order, start=1)
-    ]
+    reranked = []
+    for position, i in enumerate(order, start=1):
+        hit = BranchHit(**{**hits[i], "rank": position})
+        if i < scored:
+            hit["rerank_score"] = float(scores[i])
+        reranked.append(hit)
+    return reranked
 
 
-def make_rerank_node(scorer: PairScorer, *, top_k: int | None, on_failure: FailurePolicy):
+def make_rerank_node(
+    scorer: PairScorer,
+    *,
+    top_k: int | None,
+    on_failure: FailurePolicy,
+    max_candidates: int | None = None,
+):
     """The ``rerank`` node bound to one shared scorer (loaded once per process)."""
 
     def rerank(task: dict[str, Any]) -> dict[str, Any]:
@@ -46,9 +73,11 @@ def make_rerank_node(scorer: PairScorer, *, top_k: int | None, on_failure: Failu
         if result["status"] != "ok":
             return {"branch_results": [result]}
         started = time.perf_counter()
+        hits = result["hits"]
         try:
-            scores = scorer.score(task["query"], [h["content"] for h in result["hits"]])
-            result["hits"] = rerank_hits(result["hits"], list(scores), top_k)
+            candidates = [h["content"] for h in hits[: scored_count(hits, max_candidates)]]
+            scores = list(scorer.score(task["query"], candidates))
+            result["hits"] = rerank_hits(hits, scores, top_k, max_candidates=max_candidates)
         except Exception as exc:
             message = describe_error(exc)
             if on_failure == "block":

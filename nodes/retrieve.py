@@ -2,7 +2,13 @@
 
 A branch never raises into its siblings: an error, a timeout or an empty result is recorded in
 its ``BranchResult``. Only ``on_failure: block`` stops the request. Sync retrievers run off the
-event loop (LangChain's ``ainvoke`` runs them in an executor), so branches overlap.
+event loop (LangChain's ``ainvoke`` runs them in an executor), so branches overlap. Each branch
+reports itself as it finishes on LangGraph's custom stream (``stream_mode="custom"``).
+
+A hybrid branch (``FallbackPlan``) whose primary failed or came back empty does not finish here:
+it is sent on to the ``fallback`` node (``nodes/fallback.py``), a real edge of the graph. With
+``strategy: parallel`` the fallback lookup starts here beside the primary, and its outcome
+travels with the ``Send`` so the fallback node only records it.
 """
 
 from __future__ import annotations
@@ -14,11 +20,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.config import get_stream_writer
 from langgraph.types import Command, Send
 from parallel_rag.backends.base import (
     SCORE_KEY,
@@ -26,6 +33,7 @@ from parallel_rag.backends.base import (
     matches_filter,
     supports_search_kwargs,
 )
+from parallel_rag.backends.hybrid import fallback_reason
 from parallel_rag.nodes.errors import BlockedError
 from parallel_rag.nodes.records import BranchHit, BranchResult, FailurePolicy, QueryView, branch_key
 
@@ -34,8 +42,20 @@ _SYNC_TIMEOUT_POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="para
 
 
 @dataclass(frozen=True)
+class FallbackPlan:
+    """A hybrid branch's fallback backend, run by the ``fallback`` node when the primary failed
+    or returned nothing; ``parallel`` starts it beside the primary."""
+
+    name: str
+    retriever: BaseRetriever
+    strategy: Literal["sequential", "parallel"] = "sequential"
+    timeout_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
 class RetrievalBranch:
-    """A retriever as the graph runs it: the object plus its branch settings."""
+    """A retriever as the graph runs it: the object plus its branch settings. For a hybrid,
+    ``retriever`` is the primary, ``served_by`` its name and ``fallback`` the fallback."""
 
     name: str
     index: int
@@ -44,6 +64,8 @@ class RetrievalBranch:
     top_k: int | None = None
     on_failure: FailurePolicy = "warn"
     timeout_seconds: float = 30.0
+    served_by: str | None = None
+    fallback: FallbackPlan | None = None
 
 
 class RetrieveTask(TypedDict):
@@ -54,6 +76,51 @@ class RetrieveTask(TypedDict):
     query: str
     top_k: int
     filters: dict[str, Any]
+    limit: NotRequired[int]  # per-run candidate count (knob); else the branch's top_k
+    rerank: NotRequired[bool]  # False: this run skips the configured reranker
+
+
+class PrefetchedFallback(TypedDict):
+    """A fallback outcome obtained beside the primary (``strategy: parallel``)."""
+
+    hits: list[BranchHit]
+    error: str | None
+    latency_ms: float
+
+
+class FallbackTask(TypedDict):
+    """The payload of one ``Send("fallback", ...)``: the branch's task and why it falls back."""
+
+    task: RetrieveTask
+    reason: str
+    primary_error: str | None
+    elapsed_ms: float
+    prefetched: NotRequired[PrefetchedFallback]
+
+
+def search_kwargs(retriever: BaseRetriever, limit: int, filters: Mapping[str, Any] | None):
+    """Per-call ``k``/``filters`` for our backends; foreign retrievers are post-filtered."""
+    if supports_search_kwargs(retriever):
+        return {"k": limit, "filters": dict(filters or {}) or None}
+    return {}
+
+
+def failure_message(error: BaseException, timeout_seconds: float) -> str:
+    if isinstance(error, TimeoutError | FutureTimeout):
+        return f"timed out after {timeout_seconds:g}s"
+    return describe_error(error)
+
+
+def _timed_invoke(retriever: BaseRetriever, text: str, config: RunnableConfig, kwargs: dict):
+    started = time.perf_counter()
+    docs = retriever.invoke(text, config, **kwargs)
+    return docs, (time.perf_counter() - started) * 1000
+
+
+async def _timed_ainvoke(retriever: BaseRetriever, text: str, config: RunnableConfig, kwargs):
+    started = time.perf_counter()
+    docs = await retriever.ainvoke(text, config, **kwargs)
+    return docs, (time.perf_counter() - started) * 1000
 
 
 def content_id(content: str) -> str:
@@ -97,6 +164,26 @@ def describe_error(error: BaseException) -> str:
     return text[:MAX_ERROR_CHARS]
 
 
+def report_progress(result: BranchResult) -> None:
+    """Tell a ``stream_mode="custom"`` consumer (CLI, Studio) that this branch has finished."""
+    try:
+        writer = get_stream_writer()
+    except (RuntimeError, KeyError):  # called outside a graph run
+        return
+    writer(
+        {
+            "event": "branch_finished",
+            "branch": result["branch"],
+            "retriever": result["retriever"],
+            "view_kind": result["view_kind"],
+            "status": result["status"],
+            "hits": len(result["hits"]),
+            "latency_ms": round(result["latency_ms"], 1),
+            "error": result["error"],
+        }
+    )
+
+
 class RetrieveNode:
     """Runs one branch; sync and async forms share everything but the call itself."""
 
@@ -106,11 +193,33 @@ class RetrieveNode:
 
     def _call_args(self, task: RetrieveTask) -> tuple[RetrievalBranch, int, dict[str, Any]]:
         branch = self.branches[task["retriever"]]
-        limit = branch.top_k or 2 * task["top_k"]
+        limit = task.get("limit") or branch.top_k or 2 * task["top_k"]
         kwargs: dict[str, Any] = {}
         if supports_search_kwargs(branch.retriever):
             kwargs = {"k": limit, "filters": task["filters"] or None}
         return branch, limit, kwargs
+
+    def outcome(
+        self,
+        task: RetrieveTask,
+        retriever: BaseRetriever,
+        limit: int,
+        docs: Sequence[Document] | None,
+        error: BaseException | None,
+    ) -> tuple[list[BranchHit], BaseException | None]:
+        """Ranked hits of one lookup, or the error that stopped it."""
+        hits: list[BranchHit] = []
+        if error is None:
+            try:
+                hits = documents_to_hits(
+                    docs or [],
+                    limit=limit,
+                    filters=task["filters"],
+                    post_filter=not supports_search_kwargs(retriever),
+                )
+            except Exception as exc:  # malformed documents are a backend failure too
+                error = exc
+        return hits, error
 
     def _finish(
         self,
@@ -120,26 +229,26 @@ class RetrieveNode:
         started: float,
         docs: Sequence[Document] | None,
         error: BaseException | None,
+        prefetched: PrefetchedFallback | None = None,
+    ) -> dict[str, Any] | Command:
+        hits, error = self.outcome(task, branch.retriever, limit, docs, error)
+        return self._conclude(task, branch, started, hits, error, prefetched)
+
+    def _conclude(
+        self,
+        task: RetrieveTask,
+        branch: RetrievalBranch,
+        started: float,
+        hits: list[BranchHit],
+        error: BaseException | None,
+        prefetched: PrefetchedFallback | None = None,
     ) -> dict[str, Any] | Command:
         view = task["view"]
-        hits: list[BranchHit] = []
         message = None
-        if error is None:
-            try:
-                hits = documents_to_hits(
-                    docs or [],
-                    limit=limit,
-                    filters=task["filters"],
-                    post_filter=not supports_search_kwargs(branch.retriever),
-                )
-            except Exception as exc:  # malformed documents are a backend failure too
-                error = exc
+        if branch.fallback is not None and (error is not None or not hits):
+            return self._to_fallback(task, branch, started, error, prefetched)
         if error is not None:
-            message = (
-                f"timed out after {branch.timeout_seconds:g}s"
-                if isinstance(error, TimeoutError | FutureTimeout)
-                else describe_error(error)
-            )
+            message = failure_message(error, branch.timeout_seconds)
             if branch.on_failure == "block":
                 raise BlockedError(f"retriever '{branch.name}'", message) from error
         result = BranchResult(
@@ -160,7 +269,38 @@ class RetrieveNode:
                 else None
             ),
         )
-        timings = {"retrieve": result["latency_ms"]}
+        if branch.served_by is not None:
+            result.update(served_by=branch.served_by, fallback_used=False, fallback_reason=None)
+        return self.emit(task, result, {"retrieve": result["latency_ms"]})
+
+    def _to_fallback(
+        self,
+        task: RetrieveTask,
+        branch: RetrievalBranch,
+        started: float,
+        error: BaseException | None,
+        prefetched: PrefetchedFallback | None,
+    ) -> Command:
+        """Hand a hybrid branch whose primary failed or was empty to the ``fallback`` node."""
+        primary_error = None if error is None else failure_message(error, branch.timeout_seconds)
+        elapsed = (time.perf_counter() - started) * 1000
+        payload = FallbackTask(
+            task=task,
+            reason=fallback_reason(primary_error),
+            primary_error=primary_error,
+            elapsed_ms=elapsed,
+        )
+        if prefetched is not None:
+            payload["prefetched"] = prefetched
+        return Command(update={"timings": {"retrieve": elapsed}}, goto=Send("fallback", payload))
+
+    def emit(
+        self, task: RetrieveTask, result: BranchResult, timings: dict[str, float]
+    ) -> dict[str, Any] | Command:
+        """A finished branch goes to its rerank task, or straight to fusion."""
+        report_progress(result)
+        if self.rerank and task.get("rerank") is False:
+            return Command(update={"branch_results": [result], "timings": timings}, goto="fuse")
         if self.rerank:
             return Command(
                 update={"timings": timings},
@@ -172,6 +312,16 @@ class RetrieveNode:
         branch, limit, kwargs = self._call_args(task)
         started = time.perf_counter()
         docs, error = None, None
+        plan = branch.fallback
+        early = None
+        if plan is not None and plan.strategy == "parallel":
+            early = _SYNC_TIMEOUT_POOL.submit(
+                _timed_invoke,
+                plan.retriever,
+                task["view"]["text"],
+                config,
+                search_kwargs(plan.retriever, limit, task["filters"]),
+            )
         future = _SYNC_TIMEOUT_POOL.submit(
             branch.retriever.invoke, task["view"]["text"], config, **kwargs
         )
@@ -180,12 +330,51 @@ class RetrieveNode:
         except Exception as exc:
             future.cancel()
             error = exc
-        return self._finish(task, branch, limit, started, docs, error)
+        if early is None:
+            return self._finish(task, branch, limit, started, docs, error)
+        hits, error = self.outcome(task, branch.retriever, limit, docs, error)
+        prefetched = None
+        if error is None and hits:
+            early.cancel()  # the primary has context: the fallback's answer is not used
+        else:
+            fallback_docs, fallback_error, latency = None, None, 0.0
+            try:
+                remaining = plan.timeout_seconds - (time.perf_counter() - started)
+                fallback_docs, latency = early.result(timeout=max(remaining, 0.001))
+            except Exception as exc:
+                early.cancel()
+                fallback_error = exc
+            prefetched = self._prefetched(task, plan, limit, fallback_docs, fallback_error, latency)
+        return self._conclude(task, branch, started, hits, error, prefetched)
+
+    def _prefetched(
+        self,
+        task: RetrieveTask,
+        plan: FallbackPlan,
+        limit: int,
+        docs: Sequence[Document] | None,
+        error: BaseException | None,
+        latency_ms: float,
+    ) -> PrefetchedFallback:
+        hits, error = self.outcome(task, plan.retriever, limit, docs, error)
+        message = None if error is None else failure_message(error, plan.timeout_seconds)
+        return PrefetchedFallback(hits=hits, error=message, latency_ms=latency_ms)
 
     async def ainvoke(self, task: RetrieveTask, config: RunnableConfig) -> dict[str, Any] | Command:
         branch, limit, kwargs = self._call_args(task)
         started = time.perf_counter()
         docs, error = None, None
+        plan = branch.fallback
+        early = None
+        if plan is not None and plan.strategy == "parallel":
+            early = asyncio.ensure_future(
+                _timed_ainvoke(
+                    plan.retriever,
+                    task["view"]["text"],
+                    config,
+                    search_kwargs(plan.retriever, limit, task["filters"]),
+                )
+            )
         try:
             docs = await asyncio.wait_for(
                 branch.retriever.ainvoke(task["view"]["text"], config, **kwargs),
@@ -193,7 +382,23 @@ class RetrieveNode:
             )
         except Exception as exc:
             error = exc
-        return self._finish(task, branch, limit, started, docs, error)
+        if early is None:
+            return self._finish(task, branch, limit, started, docs, error)
+        hits, error = self.outcome(task, branch.retriever, limit, docs, error)
+        prefetched = None
+        if error is None and hits:
+            early.cancel()  # the primary has context: the fallback's answer is not used
+        else:
+            fallback_docs, fallback_error, latency = None, None, 0.0
+            try:
+                remaining = plan.timeout_seconds - (time.perf_counter() - started)
+                fallback_docs, latency = await asyncio.wait_for(
+                    early, timeout=max(remaining, 0.001)
+                )
+            except Exception as exc:
+                fallback_error = exc
+            prefetched = self._prefetched(task, plan, limit, fallback_docs, fallback_error, latency)
+        return self._conclude(task, branch, started, hits, error, prefetched)
 
     def as_runnable(self) -> RunnableLambda:
         return RunnableLambda(self.invoke, afunc=self.ainvoke, name="retrieve")

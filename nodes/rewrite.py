@@ -7,14 +7,17 @@ skip/warn the request falls back to the original query alone.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.errors import GraphBubbleUp
 from parallel_rag.nodes.errors import BlockedError
 from parallel_rag.nodes.records import FailurePolicy, QueryView
 from parallel_rag.nodes.retrieve import describe_error
 
+logger = logging.getLogger(__name__)
 
 class QueryRewriter(Protocol):
     def rewrite(self, query: str, config=None) -> list[tuple[str, str]]: ...
@@ -61,6 +64,8 @@ class RewriteNode:
             message = describe_error(error)
             if self.on_failure == "block":
                 raise BlockedError("rewriter", message) from error
+            # recorded under every policy: the log always, the result's warnings under warn
+            logger.warning("rewriter failed (on_failure=%s): %s", self.on_failure, message)
             if self.on_failure == "warn":
                 warnings.append(f"rewriter failed, using the original query only: {message}")
             views = [QueryView(index=0, text=query.strip(), kind="original")]
@@ -74,6 +79,8 @@ class RewriteNode:
         started = time.perf_counter()
         try:
             rewritten, error = self.rewriter.rewrite(state["query"], config), None
+        except GraphBubbleUp:
+            raise
         except Exception as exc:
             rewritten, error = None, exc
         return self._finish(state["query"], started, rewritten, error)
@@ -82,6 +89,8 @@ class RewriteNode:
         started = time.perf_counter()
         try:
             rewritten, error = await self.rewriter.arewrite(state["query"], config), None
+        except GraphBubbleUp:
+            raise
         except Exception as exc:
             rewritten, error = None, exc
         return self._finish(state["query"], started, rewritten, error)

@@ -37,6 +37,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
         extra_metadata=metadata or None,
+        store=args.store,
     )
     print(
         f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
@@ -70,16 +71,53 @@ def format_answer(result: dict) -> str:
     return "\n".join(lines)
 
 
+def format_progress(event: dict) -> str:
+    """One line per finished branch, as the retrieve node reports it on the custom stream."""
+    line = (
+        f"  {event['branch']} ({event['view_kind']}): {event['status']}, {event['hits']} hit(s), "
+        f"{event['latency_ms']:.0f} ms"
+    )
+    return line + (f" - {event['error']}" if event.get("error") else "")
+
+
+def run_with_progress(graph, request: dict, *, show: bool = True, out=None) -> dict:
+    """Run the graph, printing each branch to ``out`` (stderr) the moment it finishes."""
+    out = out or sys.stderr
+    result: dict = {}
+    for mode, chunk in graph.stream(request, stream_mode=["custom", "values"]):
+        if mode == "values":
+            result = chunk
+        elif show and isinstance(chunk, dict) and chunk.get("event") == "branch_finished":
+            print(format_progress(chunk), file=out, flush=True)
+    return result
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from parallel_rag.studio.serve import serve
+
+    serve(args.config, host=args.host, port=args.port, path=args.path)
+    return 0
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     from parallel_rag.graph.builder import build_graph
 
-    graph = build_graph(args.config)
+    if args.llm or args.model or args.rewriter:
+        from parallel_rag.graph.configuration import with_llm_endpoint
+
+        pipeline, base_dir = _load(args.config)
+        pipeline = with_llm_endpoint(
+            pipeline, args.llm, model=args.model, rewriter_kind=args.rewriter
+        )
+        graph = build_graph(pipeline, base_dir=base_dir)
+    else:
+        graph = build_graph(args.config)
     request: dict = {"query": args.question, "top_k": args.top_k}
     if args.filter:
         request["filters"] = dict(item.split("=", 1) for item in args.filter)
     if args.tenant:
         request["tenant"] = args.tenant
-    result = graph.invoke(request)
+    result = run_with_progress(graph, request, show=not args.no_progress)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     else:
@@ -109,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="metadata added to every chunk (e.g. tenant=acme)",
     )
+    ingest.add_argument(
+        "--store",
+        metavar="NAME",
+        help="write only into the managed vector store NAME (created if needed); "
+        "a `vectorstore` retriever selects it with vector_store_id: NAME",
+    )
     ingest.add_argument("--quiet", action="store_true", help="no progress bars")
     ingest.set_defaults(run=cmd_ingest)
 
@@ -118,7 +162,30 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--filter", action="append", metavar="KEY=VALUE")
     ask.add_argument("--tenant")
     ask.add_argument("--json", action="store_true", help="print the whole RAGResult as JSON")
+    ask.add_argument(
+        "--llm",
+        metavar="URL",
+        help="answer with the chat model at this OpenAI-compatible endpoint "
+        "(vLLM, Ollama, llama.cpp, LM Studio; e.g. http://127.0.0.1:8000/v1)",
+    )
+    ask.add_argument("--model", help="model name at --llm (default: the first the server lists)")
+    ask.add_argument(
+        "--rewriter",
+        choices=["multi_query", "decompose", "hyde"],
+        help="rewrite the question into query views first, with the --llm model",
+    )
+    ask.add_argument(
+        "--no-progress", action="store_true", help="do not list branches as they finish (stderr)"
+    )
     ask.set_defaults(run=cmd_ask)
+
+    serve = commands.add_parser(
+        "serve", help="serve the graph with LangServe (invoke/batch/stream/playground)"
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--path", default="/rag", help="route prefix (default /rag)")
+    serve.set_defaults(run=cmd_serve)
     return parser
 
 

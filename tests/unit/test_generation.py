@@ -84,8 +84,16 @@ async def test_extractive_async():
 
 
 def test_split_sentences_skips_headings_and_list_markers():
-    text = "# The Eiffel Tower\n\n- It is tall. It is in Paris!\n* Built in 1889?\nDone"
-    assert split_sentences(text) == ["It is tall.", "It is in Paris!", "Built in 1889?", "Done"]
+    text = (
+        "# The Eiffel Tower\n\n- It is tall. It is in Paris!\n* Built in 1889?\n"
+        "The pH Scale\nA short line ends here."
+    )
+    assert split_sentences(text) == [
+        "It is tall.",
+        "It is in Paris!",
+        "Built in 1889?",
+        "A short line ends here.",
+    ]  # headings, list markers and title-like lines (no end punctuation, < 5 words) dropped
 
 
 def test_cited_numbers_valid_in_first_use_order_and_invalid():

@@ -1,0 +1,375 @@
+"""Milvus dense retrieval through ``langchain-milvus``: a Milvus Lite file or a Milvus server.
+
+``uri`` is a local path (Milvus Lite; relative paths start at the config's directory) or a
+server URL (``http://host:19530``), with ``token`` for auth. The collection uses the COSINE
+metric, so scores are cosine similarities and ``similarity_threshold`` drops hits below it.
+
+Metadata lives either in top-level fields (``metadata_field`` unset: typed or dynamic fields,
+what ``langchain-milvus`` writes by default) or in one JSON field (``metadata_field: NAME``).
+Request filters become a Milvus boolean expression in that layout (``tenant == "acme"`` or
+``metadata["tenant"] == "acme"``), AND-ed with the static ``filter_expression``, which is
+validated at load time: no ``;``, no comments, no SQL statement keywords, balanced brackets.
+
+Milvus Lite allows one process per file; stores are cached per process so every branch,
+request and the ingester share one client, and calls on a local file are serialised.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from parallel_rag.backends.base import (
+    MetadataFilter,
+    RetrievalKind,
+    SearchKwargsRetriever,
+    scored_document,
+)
+from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.secrets import register_secrets, secret_value
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+
+DEFAULT_URI = ".parallel-rag/milvus.db"
+FIELD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
+MAX_EXPRESSION_CHARS = 2000
+SQL_KEYWORDS = frozenset(
+    "select insert update delete drop union create alter truncate exec execute grant revoke "
+    "merge replace into from where join having table database declare commit rollback".split()
+)
+COMMENT_MARKERS = ("--", "/*", "*/", "//", "#")
+INDEX_PARAMS = {"metric_type": "COSINE", "index_type": "AUTOINDEX", "params": {}}
+DELETE_BATCH = 64
+
+
+def _outside_strings(expression: str) -> str:
+    """The expression with every string literal's content blanked (quotes kept)."""
+    out: list[str] = []
+    quote: str | None = None
+    escaped = False
+    for char in expression:
+        if quote is None:
+            out.append(char)
+            if char in ("'", '"'):
+                quote = char
+        elif escaped:
+            escaped = False
+            out.append(" ")
+        elif char == "\\":
+            escaped = True
+            out.append(" ")
+        elif char == quote:
+            quote = None
+            out.append(char)
+        else:
+            out.append(" ")
+    if quote is not None:
+        raise ValueError("unterminated string literal")
+    return "".join(out)
+
+
+def check_filter_expression(expression: str) -> str:
+    """Refuse anything but a plain Milvus boolean expression; returns it stripped."""
+    expression = expression.strip()
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"longer than {MAX_EXPRESSION_CHARS} characters")
+    if ";" in expression:
+        raise ValueError("';' is not allowed (one boolean expression only)")
+    bare = _outside_strings(expression)
+    for marker in COMMENT_MARKERS:
+        if marker in bare:
+            raise ValueError(f"comments are not allowed (found {marker!r})")
+    words = {word.lower() for word in re.findall(r"[A-Za-z_]+", bare)}
+    keywords = sorted(words & SQL_KEYWORDS)
+    if keywords:
+        raise ValueError(f"SQL keyword(s) not allowed: {', '.join(keywords)}")
+    depth = {"(": 0, "[": 0}
+    closing = {")": "(", "]": "["}
+    for char in bare:
+        if char in depth:
+            depth[char] += 1
+        elif char in closing:
+            depth[closing[char]] -= 1
+            if depth[closing[char]] < 0:
+                raise ValueError(f"unbalanced parentheses: unexpected {char!r}")
+    if any(depth.values()):
+        raise ValueError("unbalanced parentheses: unclosed '(' or '['")
+    return expression
+
+
+class MilvusSettings(BaseModel):
+    """``backend_config`` of a ``milvus`` retriever (the seed's field names)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str = Field(pattern=FIELD_NAME)
+    content_field: str = Field(default="content", pattern=FIELD_NAME)
+    metadata_field: str | None = Field(default=None, pattern=FIELD_NAME)
+    primary_field: str = Field(default="pk", pattern=FIELD_NAME)
+    vector_field: str = Field(default="vector", pattern=FIELD_NAME)
+    filter_expression: str | None = None
+    uri: str = DEFAULT_URI
+    token: SecretStr | None = None
+    db_name: str | None = Field(default=None, pattern=FIELD_NAME)
+    consistency_level: Literal["Strong", "Session", "Bounded", "Eventually"] = "Session"
+    reuse_cache_connection: bool | None = Field(
+        default=None, description="accepted for seed compatibility; clients are always shared"
+    )
+
+    @field_validator("filter_expression")
+    @classmethod
+    def _safe_expression(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return check_filter_expression(value)
+
+    @property
+    def is_server(self) -> bool:
+        return bool(re.match(r"^(https?|tcp|grpc)://", self.uri))
+
+    def resolved_uri(self, base_dir: Path | None = None) -> str:
+        if self.is_server:
+            return self.uri
+        path = Path(self.uri).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        return str(path.resolve())
+
+    def connection_args(self, base_dir: Path | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {"uri": self.resolved_uri(base_dir)}
+        token = secret_value(self.token)
+        if token:
+            args["token"] = token
+        if self.db_name:
+            args["db_name"] = self.db_name
+        return args
+
+
+def milvus_literal(value: Any) -> str:
+    """A filter value as a Milvus expression literal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def milvus_field(key: str, metadata_field: str | None) -> str:
+    if metadata_field:
+        return f"{metadata_field}[{json.dumps(key, ensure_ascii=False)}]"
+    if not re.match(FIELD_NAME, key):
+        raise ValueError(f"filter key {key!r} is not a valid Milvus field name")
+    return key
+
+
+def milvus_expression(
+    filters: MetadataFilter | None, metadata_field: str | None, static: str | None = None
+) -> str | None:
+    """Request filters in Milvus's expression language, AND-ed with the static expression."""
+    clauses = [f"({static})"] if static else []
+    for key, value in (filters or {}).items():
+        clauses.append(f"{milvus_field(key, metadata_field)} == {milvus_literal(value)}")
+    return " and ".join(clauses) or None
+
+
+_stores: dict[tuple, Any] = {}
+_locks: dict[str, threading.Lock] = {}
+_registry_lock = threading.Lock()
+
+
+def _lock_for(uri: str) -> threading.Lock:
+    with _registry_lock:
+        return _locks.setdefault(uri, threading.Lock())
+
+
+def open_store(
+    settings: MilvusSettings, base_dir: Path | None, embedding_model: str, device: str
+) -> Any:
+    """The shared ``langchain_milvus.Milvus`` store of a collection (created lazily on write)."""
+    args = settings.connection_args(base_dir)
+    key = (
+        args["uri"],
+        secret_value(settings.token),
+        settings.db_name,
+        settings.collection,
+        settings.metadata_field,
+        embedding_model,
+    )
+    with _registry_lock:
+        store = _stores.get(key)
+    if store is not None:
+        return store
+    from langchain_milvus import Milvus
+
+    register_secrets([settings.token])
+    if not settings.is_server:
+        Path(args["uri"]).parent.mkdir(parents=True, exist_ok=True)
+    with _lock_for(args["uri"]):
+        store = Milvus(
+            embedding_function=load_embeddings(embedding_model, device),
+            collection_name=settings.collection,
+            connection_args=args,
+            consistency_level=settings.consistency_level,
+            index_params=dict(INDEX_PARAMS),
+            search_params={"metric_type": "COSINE", "params": {}},
+            auto_id=False,
+            primary_field=settings.primary_field,
+            text_field=settings.content_field,
+            vector_field=settings.vector_field,
+            enable_dynamic_field=settings.metadata_field is None,
+            metadata_field=settings.metadata_field,
+        )
+    with _registry_lock:
+        return _stores.setdefault(key, store)
+
+
+def forget_stores(uri: str | None = None) -> None:
+    """Drop cached stores (all, or those of one uri): after a server restart, in tests."""
+    with _registry_lock:
+        for key in [k for k in _stores if uri is None or k[0] == uri]:
+            store = _stores.pop(key)
+            try:
+                store.client.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection is best effort
+                pass
+
+
+def _collection_metric(store: Any, collection: str, vector_field: str) -> str | None:
+    for name in store.client.list_indexes(collection):
+        info = store.client.describe_index(collection, name)
+        if info.get("field_name") == vector_field:
+            return info.get("metric_type")
+    return None
+
+
+class MilvusRetriever(SearchKwargsRetriever):
+    """Dense retriever over a Milvus collection; usable alone in any LangChain chain."""
+
+    retrieval_kind: ClassVar[RetrievalKind] = "dense"
+
+    settings: MilvusSettings
+    base_dir: Path | None = None
+    k: int = Field(default=10, gt=0)
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    embedding_model: str = BUNDLED
+    device: str = "cpu"
+    _output_fields: list[str] = PrivateAttr(default_factory=list)
+
+    def _guard(self):
+        """Calls on a Milvus Lite file are serialised; a server takes them concurrently."""
+        if self.settings.is_server:
+            return nullcontext()
+        return _lock_for(self.settings.resolved_uri(self.base_dir))
+
+    def _store(self) -> Any:
+        s = self.settings
+        store = open_store(s, self.base_dir, self.embedding_model, self.device)
+        if not self._output_fields:
+            with self._guard():
+                if not store.client.has_collection(s.collection):
+                    where = s.uri if s.is_server else s.resolved_uri(self.base_dir)
+                    raise LookupError(
+                        f"Milvus collection '{s.collection}' does not exist at {where}; "
+                        "run `parallel-rag ingest PATH...` first"
+                    )
+                metric = _collection_metric(store, s.collection, s.vector_field)
+                described = store.client.describe_collection(s.collection)
+            if metric is not None and metric.upper() != "COSINE":
+                raise ValueError(
+                    f"Milvus collection '{s.collection}' uses metric {metric}; "
+                    "parallel-rag needs COSINE"
+                )
+            fields = [
+                f["name"] for f in described.get("fields", []) if "VECTOR" not in str(f["type"])
+            ]
+            if described.get("enable_dynamic_field"):
+                fields.append("$meta")
+            self._output_fields = fields
+        return store
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filters: MetadataFilter | None = None,
+    ) -> list[Document]:
+        s = self.settings
+        store = self._store()
+        vector = store.embeddings.embed_query(query)
+        expression = milvus_expression(filters, s.metadata_field, s.filter_expression)
+        with self._guard():
+            results = store.client.search(
+                s.collection,
+                data=[vector],
+                anns_field=s.vector_field,
+                search_params={"metric_type": "COSINE", "params": {}},
+                limit=k or self.k,
+                filter=expression or "",
+                output_fields=self._output_fields,
+            )
+        docs = []
+        for hit in results[0] if results else []:
+            score = float(hit["distance"])
+            if self.score_threshold is not None and score < self.score_threshold:
+                continue
+            docs.append(self._to_document(dict(hit)))
+        return docs
+
+    def _to_document(self, hit: dict[str, Any]) -> Document:
+        s = self.settings
+        entity = dict(hit.get("entity") or {})
+        doc_id = hit.get(s.primary_field, hit.get("id", entity.get(s.primary_field)))
+        content = entity.pop(s.content_field, None)
+        if not isinstance(content, str):
+            raise ValueError(f"Milvus hit {doc_id!r} has no text field '{s.content_field}'")
+        if s.metadata_field:
+            metadata = dict(entity.get(s.metadata_field) or {})
+        else:
+            for name in (s.primary_field, s.vector_field, "$meta"):
+                entity.pop(name, None)
+            metadata = entity
+        return scored_document(str(doc_id), content, metadata, float(hit["distance"]))
+
+
+def write_chunks(
+    settings: MilvusSettings,
+    base_dir: Path | None,
+    *,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    metadatas: Sequence[dict[str, Any]],
+    vectors: Sequence[Sequence[float]],
+    replace_file_ids: Sequence[str],
+    embedding_model: str = BUNDLED,
+    device: str = "cpu",
+    batch_size: int = 256,
+) -> None:
+    """Replace every entity of ``replace_file_ids`` with the given chunks, then flush."""
+    store = open_store(settings, base_dir, embedding_model, device)
+    uri = settings.resolved_uri(base_dir)
+    with _lock_for(uri):
+        client = store.client
+        if client.has_collection(settings.collection) and replace_file_ids:
+            field = milvus_field("file_id", settings.metadata_field)
+            for start in range(0, len(replace_file_ids), DELETE_BATCH):
+                batch = replace_file_ids[start : start + DELETE_BATCH]
+                expression = " or ".join(f"{field} == {milvus_literal(f)}" for f in batch)
+                client.delete(settings.collection, filter=expression)
+        for start in range(0, len(ids), batch_size):
+            end = min(start + batch_size, len(ids))
+            store.add_embeddings(
+                texts=list(texts[start:end]),
+                embeddings=[list(v) for v in vectors[start:end]],
+                metadatas=[dict(m) for m in metadatas[start:end]],
+                ids=list(ids[start:end]),
+            )
+        if client.has_collection(settings.collection):
+            client.flush(settings.collection)

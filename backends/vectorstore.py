@@ -1,0 +1,304 @@
+"""``vectorstore``: the project's own managed vector stores, on disk, by name.
+
+``parallel-rag ingest --store NAME PATH...`` creates or updates the store ``NAME`` (chunks,
+normalised embeddings, metadata and the file ids they came from); ``vector_store_id: NAME``
+selects it and ``file_ids`` restricts a search to some of its files. Search is exact cosine
+similarity (``similarity_threshold`` applies), ties kept in store order. Kind: **dense**.
+
+Layout under ``root`` (default ``.parallel-rag/vector_stores``)::
+
+    NAME/CURRENT             the live revision's directory name (replaced atomically)
+    NAME/<revision>/manifest.json   id, embedding identity, dimension, files, counts, times
+    NAME/<revision>/chunks.jsonl    one {"id", "content", "metadata"} per chunk
+    NAME/<revision>/vectors.npy     float32 [chunks x dimension], unit length
+
+A write builds a new revision beside the live one and then swaps ``CURRENT``, so readers never
+see a half-written store; writers take a file lock. A store remembers its embedding model and
+refuses queries embedded by another one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from parallel_rag.backends.base import (
+    MetadataFilter,
+    RetrievalKind,
+    SearchKwargsRetriever,
+    matches_filter,
+    scored_document,
+)
+from parallel_rag.backends.embeddings import BUNDLED, embedding_identity, load_embeddings
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_ROOT = ".parallel-rag/vector_stores"
+STORE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+FORMAT_VERSION = 1
+CURRENT_FILE = "CURRENT"
+
+
+class VectorStoreSettings(BaseModel):
+    """``backend_config`` of a ``vectorstore`` retriever (the seed's field names)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vector_store_id: str = Field(pattern=STORE_ID)
+    root: str = DEFAULT_ROOT
+    file_ids: list[str] = Field(default_factory=list)
+
+    def store_dir(self, base_dir: Path | None = None) -> Path:
+        return store_path(self.root, self.vector_store_id, base_dir)
+
+
+def store_path(root: str | os.PathLike, store_id: str, base_dir: Path | None = None) -> Path:
+    path = Path(root).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return path.resolve() / store_id
+
+
+@dataclass
+class ManagedVectorStore:
+    """One revision of a store, loaded into memory."""
+
+    directory: Path
+    revision: str
+    manifest: dict[str, Any]
+    ids: list[str]
+    contents: list[str]
+    metadatas: list[dict[str, Any]]
+    vectors: np.ndarray
+
+    @classmethod
+    def load(cls, directory: Path, revision: str) -> ManagedVectorStore:
+        folder = directory / revision
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        ids, contents, metadatas = [], [], []
+        with open(folder / "chunks.jsonl", encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    record = json.loads(line)
+                    ids.append(record["id"])
+                    contents.append(record["content"])
+                    metadatas.append(record["metadata"])
+        vectors = np.load(folder / "vectors.npy")
+        if vectors.shape[0] != len(ids):
+            raise ValueError(
+                f"vector store {directory.name}: {len(ids)} chunks but {len(vectors)} vectors"
+            )
+        return cls(directory, revision, manifest, ids, contents, metadatas, vectors)
+
+    def search(
+        self,
+        vector: Sequence[float],
+        k: int,
+        *,
+        filters: MetadataFilter | None = None,
+        file_ids: Sequence[str] = (),
+        threshold: float | None = None,
+    ) -> list[tuple[int, float]]:
+        """(position, cosine similarity) of the best ``k`` chunks passing the filters."""
+        if not self.ids:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape[0] != self.vectors.shape[1]:
+            raise ValueError(
+                f"query has dimension {query.shape[0]}, store has {self.vectors.shape[1]}"
+            )
+        norm = float(np.linalg.norm(query))
+        scores = self.vectors @ (query / norm if norm else query)
+        allowed = set(file_ids)
+        mask = np.array(
+            [
+                matches_filter(meta, filters) and (not allowed or meta.get("file_id") in allowed)
+                for meta in self.metadatas
+            ]
+        )
+        if threshold is not None:
+            mask &= scores >= threshold
+        candidates = np.flatnonzero(mask)
+        order = candidates[np.argsort(-scores[candidates], kind="stable")][:k]
+        return [(int(i), float(scores[i])) for i in order]
+
+
+_cache: dict[Path, ManagedVectorStore] = {}
+_cache_lock = threading.Lock()
+
+
+def current_revision(directory: Path) -> str | None:
+    try:
+        return (directory / CURRENT_FILE).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def open_store(directory: Path) -> ManagedVectorStore:
+    """The live revision of a store (cached until ``CURRENT`` changes)."""
+    revision = current_revision(directory)
+    if revision is None:
+        raise LookupError(
+            f"vector store '{directory.name}' does not exist under {directory.parent}; "
+            f"run `parallel-rag ingest --store {directory.name} PATH...` first"
+        )
+    with _cache_lock:
+        cached = _cache.get(directory)
+        if cached is not None and cached.revision == revision:
+            return cached
+    store = ManagedVectorStore.load(directory, revision)
+    with _cache_lock:
+        _cache[directory] = store
+    return store
+
+
+@contextmanager
+def _write_lock(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def write_chunks(
+    directory: Path,
+    *,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    metadatas: Sequence[dict[str, Any]],
+    vectors: Sequence[Sequence[float]],
+    replace_file_ids: Sequence[str],
+    embedding_model: str = BUNDLED,
+) -> dict[str, Any]:
+    """Create or update a store: the files' old chunks are replaced by the given ones."""
+    identity = embedding_identity(embedding_model)
+    with _write_lock(directory):
+        old = open_store(directory) if current_revision(directory) else None
+        if old is not None and old.manifest.get("embedding") != identity:
+            raise ValueError(
+                f"vector store '{directory.name}' holds {old.manifest.get('embedding')} "
+                f"embeddings; refusing to add {identity} ones"
+            )
+        replaced = set(replace_file_ids)
+        keep = (
+            []
+            if old is None
+            else [i for i, meta in enumerate(old.metadatas) if meta.get("file_id") not in replaced]
+        )
+        new_vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        norms = np.linalg.norm(new_vectors, axis=1, keepdims=True)
+        new_vectors = new_vectors / np.where(norms == 0, 1, norms)
+        if old is not None and keep and new_vectors.shape[1] != old.vectors.shape[1]:
+            raise ValueError(f"vector store '{directory.name}': embedding dimension changed")
+        kept_ids = [old.ids[i] for i in keep] if old else []
+        kept_texts = [old.contents[i] for i in keep] if old else []
+        kept_meta = [old.metadatas[i] for i in keep] if old else []
+        all_ids = kept_ids + list(ids)
+        all_texts = kept_texts + list(texts)
+        all_meta = kept_meta + [dict(m) for m in metadatas]
+        parts = [old.vectors[keep]] if old is not None and keep else []
+        if len(ids):
+            parts.append(new_vectors)
+        dimension = int(parts[0].shape[1]) if parts else 0
+        matrix = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+        files: dict[str, dict[str, Any]] = {}
+        for meta in all_meta:
+            entry = files.setdefault(
+                str(meta.get("file_id")), {"source": meta.get("source"), "chunks": 0}
+            )
+            entry["chunks"] += 1
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        revision = f"rev-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+        manifest = {
+            "format": FORMAT_VERSION,
+            "id": directory.name,
+            "revision": revision,
+            "embedding": identity,
+            "dimension": dimension,
+            "chunks": len(all_ids),
+            "files": files,
+            "created_at": old.manifest.get("created_at", now) if old else now,
+            "updated_at": now,
+        }
+        staging = directory / f".{revision}.tmp"
+        staging.mkdir()
+        with open(staging / "chunks.jsonl", "w", encoding="utf-8") as handle:
+            for chunk_id, text, meta in zip(all_ids, all_texts, all_meta, strict=True):
+                record = {"id": chunk_id, "content": text, "metadata": meta}
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        np.save(staging / "vectors.npy", matrix.astype(np.float32))
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        os.rename(staging, directory / revision)
+        pointer = directory / f".{CURRENT_FILE}.tmp"
+        pointer.write_text(revision, encoding="utf-8")
+        os.replace(pointer, directory / CURRENT_FILE)
+        # keep the previous revision for readers still loading it; drop older ones
+        previous = old.revision if old else None
+        for child in directory.iterdir():
+            if (
+                child.is_dir()
+                and child.name.startswith("rev-")
+                and child.name
+                not in {
+                    revision,
+                    previous,
+                }
+            ):
+                shutil.rmtree(child, ignore_errors=True)
+        return manifest
+
+
+class VectorStoreRetriever(SearchKwargsRetriever):
+    """Dense retriever over a managed store; usable alone in any LangChain chain."""
+
+    retrieval_kind: ClassVar[RetrievalKind] = "dense"
+
+    settings: VectorStoreSettings
+    base_dir: Path | None = None
+    k: int = Field(default=10, gt=0)
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    embedding_model: str = BUNDLED
+    device: str = "cpu"
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filters: MetadataFilter | None = None,
+    ) -> list[Document]:
+        store = open_store(self.settings.store_dir(self.base_dir))
+        identity = embedding_identity(self.embedding_model)
+        if store.manifest.get("embedding") != identity:
+            raise ValueError(
+                f"vector store '{self.settings.vector_store_id}' was built with "
+                f"{store.manifest.get('embedding')}, the pipeline embeds with {identity}"
+            )
+        vector = load_embeddings(self.embedding_model, self.device).embed_query(query)
+        hits = store.search(
+            vector,
+            k or self.k,
+            filters=filters,
+            file_ids=self.settings.file_ids,
+            threshold=self.score_threshold,
+        )
+        return [
+            scored_document(store.ids[i], store.contents[i], store.metadatas[i], score)
+            for i, score in hits
+        ]

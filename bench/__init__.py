@@ -1,0 +1,1 @@
+"""Benchmarks of parallel-rag: quality, latency and scale (``python -m bench``)."""

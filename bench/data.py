@@ -1,0 +1,121 @@
+"""Where the evaluation collections are, how they are read, and the synthetic scale corpus.
+
+The collections live in ``../shared/data`` beside the checkout (override: ``$PARALLEL_RAG_DATA``)
+and are never copied into the repo. A missing folder stops the harness with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_ENV = "PARALLEL_RAG_DATA"
+SCIFACT = "scifact"
+HOTPOTQA = "hotpotqa-dev500"
+
+
+class DataMissing(RuntimeError):
+    """Raised (as a clean exit) when a collection the harness needs is absent."""
+
+
+def data_root() -> Path:
+    return Path(os.environ.get(DATA_ENV) or REPO_ROOT.parent / "shared" / "data").resolve()
+
+
+def require(folder: str, files: list[str]) -> Path:
+    root = data_root() / folder
+    missing = [name for name in files if not (root / name).is_file()]
+    if missing:
+        raise DataMissing(
+            f"bench: evaluation data not found: {root} lacks {', '.join(missing)}.\n"
+            f"The harness reads the BEIR collections from {data_root()} (set ${DATA_ENV} to "
+            "another folder holding scifact/ and hotpotqa-dev500/). Nothing was measured."
+        )
+    return root
+
+
+def doc_text(doc: dict[str, str]) -> str:
+    """The text a document is indexed (and embedded) as, as ``studio.evaluation`` does it."""
+    return f"{doc['title']}\n{doc['text']}".strip()
+
+
+def load_scifact(split: str):
+    """SciFact as a ``studio.evaluation.BeirCollection`` (queries judged in ``split``)."""
+    from parallel_rag.studio.evaluation import MissingDatasetError, load_beir
+
+    root = require(SCIFACT, ["corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"])
+    try:
+        return load_beir(root, split=split)
+    except MissingDatasetError as error:  # pragma: no cover - checked above
+        raise DataMissing(f"bench: {error}") from None
+
+
+@dataclass
+class HotpotQA:
+    corpus: dict[str, dict[str, str]]
+    questions: list[dict] = field(default_factory=list)  # qa.jsonl order
+
+    def split(self, tune: int) -> tuple[list[dict], list[dict]]:
+        """First ``tune`` questions for tuning, the rest for reporting."""
+        return self.questions[:tune], self.questions[tune:]
+
+
+def load_hotpotqa() -> HotpotQA:
+    root = require(HOTPOTQA, ["corpus.jsonl", "qa.jsonl"])
+    corpus = {}
+    with open(root / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            corpus[str(record["_id"])] = {"title": record.get("title", ""), "text": record["text"]}
+    questions = []
+    with open(root / "qa.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                questions.append(json.loads(line))
+    return HotpotQA(corpus, questions)
+
+
+# -- synthetic scale corpus ---------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
+
+
+def sentences_of(texts: list[str]) -> list[str]:
+    out: list[str] = []
+    for text in texts:
+        out.extend(s.strip() for s in _SENTENCE_END.split(text) if len(s.strip()) > 20)
+    return out
+
+
+def synthetic_corpus(
+    source_texts: list[str], n_docs: int, seed: int = 0, sentences_per_doc: tuple = (3, 9)
+) -> list[tuple[str, str, dict]]:
+    """``n_docs`` documents, each a random draw of 3 to 8 sentences from the whole SciFact
+    corpus (sentence split on ``. ``/``? ``/``! `` before a capital or digit), joined in draw
+    order. Lengths and vocabulary match SciFact abstracts; topics are mixed, so every query
+    matches many documents a little (a harder, flatter score distribution than real data)."""
+    pool = sentences_of(source_texts)
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(sentences_per_doc[0], sentences_per_doc[1], size=n_docs)
+    picks = rng.integers(0, len(pool), size=int(counts.sum()))
+    docs = []
+    offset = 0
+    for i, count in enumerate(counts.tolist()):
+        text = " ".join(pool[p] for p in picks[offset : offset + count].tolist())
+        offset += count
+        docs.append((f"syn{i:07d}", text, {"doc_id": f"syn{i:07d}"}))
+    return docs
+
+
+def random_unit_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """Random directions (float32, unit length): stand-ins for embeddings in store scale tests."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n, dim), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors

@@ -1,0 +1,95 @@
+"""Small measuring helpers: percentiles, process memory, and isolated worker subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULT_PREFIX = "BENCH-RESULT "
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
+
+
+def summary_ms(values_ms: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(values_ms),
+        "p50": pct(values_ms, 50),
+        "p95": pct(values_ms, 95),
+        "mean": float(np.mean(values_ms)) if len(values_ms) else float("nan"),
+    }
+
+
+def current_rss_mb() -> float:
+    """Resident set size now (Linux /proc; falls back to the peak)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return peak_rss_mb()
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started
+
+
+def emit(result: dict) -> None:
+    """A worker's answer: one tagged JSON line on stdout."""
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+INLINE_ENV = "BENCH_INLINE_WORKERS"
+
+
+def run_worker(task: str, args: dict, *, timeout: float, log=print) -> dict:
+    """Run ``python -m bench.worker TASK JSON`` in a fresh process (so its peak memory is its
+    own) and return its result; failures come back as ``{"error": ...}``, never raised.
+    With ``$BENCH_INLINE_WORKERS`` set (the smoke run) the task runs in this process instead:
+    no start-up cost, but its memory figures are the whole harness's."""
+    if os.environ.get(INLINE_ENV):
+        from bench.worker import TASKS
+
+        try:
+            return TASKS[task](args)
+        except Exception as error:  # noqa: BLE001 - reported like a failed worker
+            log(f"[worker] {task} {args}: {type(error).__name__}: {error}")
+            return {"error": f"{type(error).__name__}: {error}"[:400]}
+    command = [sys.executable, "-m", "bench.worker", task, json.dumps(args)]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    except subprocess.TimeoutExpired:
+        log(f"[worker] {task} {args}: timed out after {timeout:.0f}s")
+        return {"error": f"timed out after {timeout:.0f}s"}
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX) :])
+    tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+    log(f"[worker] {task} {args}: exit {done.returncode}: {' | '.join(tail)}")
+    return {"error": f"exit {done.returncode}: {' | '.join(tail)[-400:]}"}

@@ -1,0 +1,490 @@
+"""Retrieval quality: SciFact test (nDCG@10, R@100) and HotpotQA dev500 (R@10, AllSupport@10/@20,
+answer-in-top-10) for each single retriever, the fused graph (default and tuned settings), the
+fused graph with the embedding reranker, and LangChain's ``EnsembleRetriever`` over the same two
+retriever objects.
+
+Tuning happens on SciFact ``train`` and HotpotQA's first 100 questions only: BM25 ``k1``/``b``
+and the fusion constant ``k`` and dense weight. Fusion is tuned offline on the single
+retrievers' runs (same RRF formula as ``nodes/fuse.py``); every reported figure comes from the
+real graph or retriever on the held-out queries.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from parallel_rag.backends.bm25 import ENGINES, BM25Index
+from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.configuration import parse_config
+from parallel_rag.studio.evaluation import (
+    DOC_ID_KEY,
+    corpus_chunks,
+    index_corpus,
+    ranked_doc_ids,
+    run_graph,
+    run_retriever,
+    score_runs,
+    single_retrievers,
+)
+
+from bench.data import HotpotQA, doc_text
+from bench.embedding_cache import EmbeddingCache
+
+LEX, DENSE = "lexical", "dense"
+SCIFACT_MEASURES = ("nDCG@10", "R@100")
+K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
+B_GRID = (0.5, 0.75, 0.9, 1.0)
+FUSION_K_GRID = (5, 10, 20, 40, 60, 100)
+DENSE_WEIGHT_GRID = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+HOTPOT_TUNE = 100
+
+
+@dataclass
+class Tuned:
+    k1: float = 1.5
+    b: float = 0.75
+    fusion_k: int = 60
+    dense_weight: float = 1.0
+    objective: str = ""
+    score: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {} if self.dense_weight == 1.0 else {LEX: 1.0, DENSE: self.dense_weight}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "grids": {
+                "k1": list(K1_GRID),
+                "b": list(B_GRID),
+                "fusion_k": list(FUSION_K_GRID),
+                "dense_weight": list(DENSE_WEIGHT_GRID),
+            },
+            "k1": self.k1,
+            "b": self.b,
+            "fusion_k": self.fusion_k,
+            "dense_weight": self.dense_weight,
+            "objective": self.objective,
+            "score": self.score,
+        }
+
+
+def pipeline(
+    work: Path,
+    collection: str,
+    *,
+    depth: int,
+    k1: float = 1.5,
+    b: float = 0.75,
+    fusion_k: int = 60,
+    weights: dict[str, float] | None = None,
+    reranker: dict | None = None,
+    bm25_dir: str = "bm25",
+) -> dict[str, Any]:
+    """A BM25 + Qdrant pipeline over the bench's indexes; generation is the cheap lexical
+    extractive one (quality figures are about the fused documents, not the answer)."""
+    config: dict[str, Any] = {
+        "retrievers": [
+            {
+                "name": LEX,
+                "backend": "bm25",
+                "top_k": depth,
+                "backend_config": {"index_path": str(work / bm25_dir), "k1": k1, "b": b},
+            },
+            {
+                "name": DENSE,
+                "backend": "qdrant",
+                "top_k": depth,
+                "backend_config": {"collection": collection, "path": str(work / "qdrant")},
+            },
+        ],
+        "fusion": {"k": fusion_k, "weights": dict(weights or {})},
+        "generator": {"kind": "extractive", "min_similarity": None},
+    }
+    if reranker:
+        config["reranker"] = reranker
+    return config
+
+
+def build_indexes(corpus: dict[str, dict[str, str]], work: Path, collection: str, depth: int):
+    """BM25 + Qdrant indexes of the corpus (vectors from the cache); returns the parsed config."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    config = parse_config(pipeline(work, collection, depth=depth))
+    index_corpus(corpus, config, work)
+    return config
+
+
+# -- offline tuning helpers -----------------------------------------------------------------
+
+
+def rrf(runs: dict[str, dict[str, list[str]]], k: int, weights: dict[str, float], depth: int):
+    """RRF over per-retriever runs (``{name: {qid: ranked ids}}``), ``nodes/fuse.py``'s formula."""
+    fused: dict[str, list[str]] = {}
+    names = list(runs)
+    for qid in runs[names[0]]:
+        scores: dict[str, float] = {}
+        best: dict[str, int] = {}
+        for name in names:
+            weight = weights.get(name, 1.0)
+            for rank, doc in enumerate(runs[name].get(qid, []), start=1):
+                scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
+                best[doc] = min(best.get(doc, rank), rank)
+        fused[qid] = sorted(scores, key=lambda d: (-scores[d], best[d]))[:depth]
+    return fused
+
+
+def bm25_runs(index: BM25Index, queries: dict[str, str], depth: int) -> dict[str, list[str]]:
+    return {
+        qid: [hit.chunk.metadata[DOC_ID_KEY] for hit in index.search(text, k=depth)]
+        for qid, text in queries.items()
+    }
+
+
+def tune(
+    corpus: dict[str, dict[str, str]],
+    queries: dict[str, str],
+    dense_runs: dict[str, list[str]],
+    objective: Callable[[dict[str, list[str]]], float],
+    objective_name: str,
+    depth: int,
+    log=print,
+) -> Tuned:
+    """Grid search of BM25 k1/b (on BM25 alone), then fusion k and dense weight (on the fused
+    run with the chosen BM25)."""
+    chunks = [(c.id, c.content, c.metadata) for c in corpus_chunks(corpus)]
+    base = BM25Index.from_chunks(chunks)
+    best = Tuned(objective=objective_name, score=-1.0)
+    lexical_best: dict[str, list[str]] = {}
+    for k1 in K1_GRID:
+        for b in B_GRID:
+            runs = bm25_runs(base.with_engine("bm25s", k1=k1, b=b), queries, depth)
+            score = objective(runs)
+            if score > best.score:
+                best.k1, best.b, best.score, lexical_best = k1, b, score, runs
+    log(f"[tune] {objective_name}: BM25 k1={best.k1} b={best.b} -> {best.score:.4f}")
+    best.score = -1.0
+    for k in FUSION_K_GRID:
+        for weight in DENSE_WEIGHT_GRID:
+            fused = rrf({LEX: lexical_best, DENSE: dense_runs}, k, {DENSE: weight}, depth)
+            score = objective(fused)
+            if score > best.score:
+                best.fusion_k, best.dense_weight, best.score = k, weight, score
+    log(
+        f"[tune] {objective_name}: fusion k={best.fusion_k} w_dense={best.dense_weight} -> "
+        f"{best.score:.4f}"
+    )
+    return best
+
+
+# -- baselines --------------------------------------------------------------------------------
+
+
+def ensemble_of(retrievers: dict[str, Any], c: int = 60, weights: Sequence[float] | None = None):
+    """LangChain's EnsembleRetriever over the given retriever objects (defaults: equal weights)."""
+    try:
+        from langchain_classic.retrievers import EnsembleRetriever
+    except ImportError:  # older layouts
+        from langchain.retrievers import EnsembleRetriever  # type: ignore[no-redef]
+
+    objects = list(retrievers.values())
+    return EnsembleRetriever(
+        retrievers=objects, weights=list(weights or [1.0 / len(objects)] * len(objects)), c=c
+    )
+
+
+def run_plain(retriever, queries: dict[str, str], depth: int) -> dict[str, list[str]]:
+    """Runs of a retriever that takes no per-call ``k`` (EnsembleRetriever), cut to ``depth``."""
+    return {qid: ranked_doc_ids(retriever.invoke(text))[:depth] for qid, text in queries.items()}
+
+
+def alias_truncations(cache: EmbeddingCache, scorer, texts: list[str]) -> int:
+    """Let the cache serve the reranker's truncated texts: a text cut to the model's token budget
+    reads as the same word pieces the model keeps of the full text (up to the last piece)."""
+    budget = scorer.budget
+    truncate = getattr(scorer, "_truncate", None)
+    if budget is None or truncate is None:
+        return 0
+    counts = scorer.count_tokens(texts)
+    aliased = 0
+    for text, count in zip(texts, counts, strict=True):
+        if count > budget:
+            cache.alias(truncate(text, budget), text)
+            aliased += 1
+    return aliased
+
+
+# -- SciFact -------------------------------------------------------------------------------------
+
+
+def scifact(
+    test,
+    train,
+    cache: EmbeddingCache,
+    work: Path,
+    config,
+    *,
+    depth: int = 100,
+    rerank: bool = True,
+    log=print,
+) -> dict[str, Any]:
+    """Quality on SciFact test; settings tuned on train. ``test``/``train`` are BeirCollections
+    (same corpus); ``config`` is what ``build_indexes`` returned for ``work``."""
+    started = time.perf_counter()
+    singles = single_retrievers(config, work)
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, runs: dict[str, list[str]], kind: str) -> None:
+        scores = score_runs(runs, test.qrels, SCIFACT_MEASURES)
+        rows.append({"config": name, "kind": kind, **scores})
+        log(f"[scifact] {name}: " + " ".join(f"{m}={v:.4f}" for m, v in scores.items()))
+
+    single_runs = {}
+    for name, retriever in singles.items():
+        single_runs[name] = run_retriever(retriever, test.queries, depth)
+        label = "BM25 (bm25s, english analyzer)" if name == LEX else "dense (Qdrant, MiniLM)"
+        add(label, single_runs[name], "single")
+
+    graph = build_graph(config, base_dir=work)
+    add("fused graph (RRF k=60, equal weights)", run_graph(graph, test.queries, depth), "fused")
+
+    add(
+        "EnsembleRetriever (same 2 retrievers, c=60)",
+        run_plain(ensemble_of(singles), test.queries, depth),
+        "ensemble",
+    )
+
+    # tuning on train (never on test)
+    train_dense = run_retriever(singles[DENSE], train.queries, depth)
+
+    def train_ndcg(runs):
+        return score_runs(runs, train.qrels, ["nDCG@10"])["nDCG@10"]
+
+    tuned = tune(
+        train.corpus, train.queries, train_dense, train_ndcg, "SciFact train nDCG@10", depth, log
+    )
+    tuned_config = parse_config(
+        pipeline(
+            work,
+            "scifact",
+            depth=depth,
+            k1=tuned.k1,
+            b=tuned.b,
+            fusion_k=tuned.fusion_k,
+            weights=tuned.weights,
+        )
+    )
+    tuned_singles = single_retrievers(tuned_config, work)
+    add(
+        f"BM25 tuned (k1={tuned.k1}, b={tuned.b})",
+        run_retriever(tuned_singles[LEX], test.queries, depth),
+        "single-tuned",
+    )
+    tuned_graph = build_graph(tuned_config, base_dir=work)
+    add(
+        f"fused graph tuned (k1={tuned.k1}, b={tuned.b}, RRF k={tuned.fusion_k}, "
+        f"w_dense={tuned.dense_weight})",
+        run_graph(tuned_graph, test.queries, depth),
+        "fused-tuned",
+    )
+
+    rerank_note = None
+    if rerank:
+        rerank_note = _with_rerank(test, cache, work, depth, add, log)
+
+    return {
+        "rows": rows,
+        "tuned": tuned.as_dict(),
+        "queries": len(test.queries),
+        "docs": len(test.corpus),
+        "depth": depth,
+        "rerank_note": rerank_note,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _with_rerank(test, cache, work, depth, add, log) -> str:
+    from parallel_rag.backends.rerank_scorers import EmbeddingSimilarityScorer
+
+    reranker = {"kind": "embedding", "overflow": "truncate"}
+    scorer = EmbeddingSimilarityScorer(overflow="truncate").prepare()
+    aliased = alias_truncations(cache, scorer, [doc_text(d) for d in test.corpus.values()])
+    config = parse_config(pipeline(work, "scifact", depth=depth, reranker=reranker))
+    graph = build_graph(config, base_dir=work)
+    add(
+        "fused graph + embedding rerank (MiniLM cosine, first 50 per branch)",
+        run_graph(graph, test.queries, depth),
+        "fused-rerank",
+    )
+    note = (
+        f"embedding reranker (kind: embedding, overflow: truncate, max_candidates: 50): "
+        f"{aliased} abstracts exceed the model's {scorer.budget}-token budget and are truncated. "
+        "No cross-encoder weights ship with the project or are cached here, so "
+        "kind: cross_encoder was not run."
+    )
+    log(f"[scifact] {note}")
+    return note
+
+
+def bm25_engine_table(collection, log=print) -> list[dict[str, Any]]:
+    """nDCG@10 of both analyzers on both engines (the engines must rank identically)."""
+    from bench.bm25_engines import ANALYZERS
+
+    chunks = [(c.id, c.content, c.metadata) for c in corpus_chunks(collection.corpus)]
+    rows = []
+    for analyzer in ANALYZERS:
+        index = BM25Index.from_chunks(chunks, analyzer=analyzer)
+        for engine in ENGINES:
+            scored = index.with_engine(engine)
+            started = time.perf_counter()
+            runs = bm25_runs(scored, collection.queries, 10)
+            seconds = time.perf_counter() - started
+            ndcg = score_runs(runs, collection.qrels, ["nDCG@10"])["nDCG@10"]
+            rows.append(
+                {
+                    "analyzer": analyzer,
+                    "engine": engine,
+                    "nDCG@10": ndcg,
+                    "ms_per_query": 1000 * seconds / max(len(collection.queries), 1),
+                }
+            )
+            log(f"[bm25-engines] {analyzer}/{engine}: nDCG@10={ndcg:.4f}")
+    return rows
+
+
+# -- HotpotQA --------------------------------------------------------------------------------
+
+
+def hotpot_metrics(
+    runs: dict[str, list[str]], questions: list[dict], corpus: dict[str, dict[str, str]]
+) -> dict[str, float]:
+    """R@10 and AllSupport@10/@20 over every question; answer-in-top-10 over the questions
+    whose answer is not yes/no (a yes/no answer is not a span of any paragraph)."""
+    recall, all10, all20, answer, answerable = 0.0, 0, 0, 0, 0
+    for q in questions:
+        ranked = runs.get(q["_id"], [])
+        gold = set(q["supporting_doc_ids"])
+        recall += len(gold & set(ranked[:10])) / len(gold)
+        all10 += gold <= set(ranked[:10])
+        all20 += gold <= set(ranked[:20])
+        answers = [a.lower() for a in q.get("answers", []) if a.lower() not in ("yes", "no")]
+        if answers:
+            answerable += 1
+            texts = [doc_text(corpus[d]).lower() for d in ranked[:10] if d in corpus]
+            answer += any(a in t for a in answers for t in texts)
+    n = max(len(questions), 1)
+    return {
+        "R@10": recall / n,
+        "AllSupport@10": all10 / n,
+        "AllSupport@20": all20 / n,
+        "Answer@10": answer / max(answerable, 1),
+        "answerable": answerable,
+    }
+
+
+def hotpotqa(
+    data: HotpotQA,
+    cache: EmbeddingCache,
+    work: Path,
+    config,
+    *,
+    depth: int = 100,
+    tune_questions: int = HOTPOT_TUNE,
+    limit: int | None = None,
+    rewriters: Callable[..., list[dict]] | None = None,
+    log=print,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    tune_set, report_set = data.split(tune_questions)
+    if limit is not None:
+        report_set = report_set[:limit]
+    singles = single_retrievers(config, work)
+    queries = {q["_id"]: q["question"] for q in report_set}
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, runs: dict[str, list[str]], kind: str) -> None:
+        metrics = hotpot_metrics(runs, report_set, data.corpus)
+        rows.append({"config": name, "kind": kind, **metrics})
+        log(
+            f"[hotpotqa] {name}: "
+            + " ".join(f"{m}={v:.4f}" for m, v in metrics.items() if m != "answerable")
+        )
+
+    for name, retriever in singles.items():
+        label = "BM25 (bm25s, english analyzer)" if name == LEX else "dense (Qdrant, MiniLM)"
+        add(label, run_retriever(retriever, queries, depth), "single")
+    add(
+        "fused graph (RRF k=60, equal weights)",
+        run_graph(build_graph(config, base_dir=work), queries, depth),
+        "fused",
+    )
+    add(
+        "EnsembleRetriever (same 2 retrievers, c=60)",
+        run_plain(ensemble_of(singles), queries, depth),
+        "ensemble",
+    )
+
+    tune_queries = {q["_id"]: q["question"] for q in tune_set}
+    tune_dense = run_retriever(singles[DENSE], tune_queries, depth)
+
+    def tune_allsupport(runs):
+        return hotpot_metrics(runs, tune_set, data.corpus)["AllSupport@10"]
+
+    tuned = tune(
+        data.corpus,
+        tune_queries,
+        tune_dense,
+        tune_allsupport,
+        f"HotpotQA first {tune_questions} AllSupport@10",
+        depth,
+        log,
+    )
+    tuned_config = parse_config(
+        pipeline(
+            work,
+            "hotpotqa",
+            depth=depth,
+            k1=tuned.k1,
+            b=tuned.b,
+            fusion_k=tuned.fusion_k,
+            weights=tuned.weights,
+        )
+    )
+    add(
+        f"BM25 tuned (k1={tuned.k1}, b={tuned.b})",
+        run_retriever(single_retrievers(tuned_config, work)[LEX], queries, depth),
+        "single-tuned",
+    )
+    add(
+        f"fused graph tuned (k1={tuned.k1}, b={tuned.b}, RRF k={tuned.fusion_k}, "
+        f"w_dense={tuned.dense_weight})",
+        run_graph(build_graph(tuned_config, base_dir=work), queries, depth),
+        "fused-tuned",
+    )
+
+    rewriter_rows: list[dict[str, Any]] = []
+    if rewriters is not None:
+        rewriter_rows = rewriters(
+            config=config,
+            work=work,
+            report_set=report_set,
+            corpus=data.corpus,
+            metrics=hotpot_metrics,
+            log=log,
+        )
+    return {
+        "rows": rows,
+        "rewriter_rows": rewriter_rows,
+        "tuned": tuned.as_dict(),
+        "questions": len(report_set),
+        "tune_questions": len(tune_set),
+        "docs": len(data.corpus),
+        "depth": depth,
+        "seconds": time.perf_counter() - started,
+    }

@@ -1,0 +1,353 @@
+"""Benchmark each rerank scorer's effect and cost on SciFact test and HotpotQA dev500 (not a test).
+
+Two branches per query (BM25 and Qdrant on the packaged all-MiniLM-L6-v2), ``--candidates`` hits
+each (default 20, the graph's default for ``top_k: 10``). For every scorer the real ``rerank``
+node reorders each branch against the query; we report nDCG@10 per branch and after reciprocal
+rank fusion (k=60), before and after, with the rerank cost per branch and per query.
+
+Scorers:
+- ``embedding``: cosine under the packaged MiniLM (``overflow: truncate`` at its 256 tokens).
+- ``cross_encoder``: ``--cross-encoder PATH`` (any real one, e.g. ms-marco-MiniLM-L6-v2), or by
+  default a *probe* cross-encoder built here: the MiniLM backbone with a fresh one-logit head
+  fitted as a linear probe on frozen pair features of SciFact *train* queries (positives plus
+  BM25 hard negatives). Same architecture and cost as ms-marco-MiniLM-L6-v2, so its cost rows are
+  representative; its quality rows are a floor, not a claim about trained cross-encoders.
+  ``overflow: truncate`` at 512 tokens.
+
+The ``over budget`` column is the share of candidates that ``overflow: reject`` would refuse.
+
+Usage::
+
+    python bench/rerank.py [--data ../shared/data] [--candidates 20] [--queries 0]
+                           [--cross-encoder PATH] [--scorers embedding cross_encoder]
+
+Indexes, the probe model and a JSON copy of the results are kept under ``bench/out/rerank``.
+Prints markdown tables. On two busy cores the full run takes tens of minutes (mostly MiniLM
+over ~10k documents to index and 32k cross-encoder pairs); ``--queries N`` takes a subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from parallel_rag.backends.cross_encoder import CrossEncoderScorer
+from parallel_rag.backends.embeddings import bundled_model_path
+from parallel_rag.backends.rerank_scorers import EmbeddingSimilarityScorer
+from parallel_rag.graph.configuration import PipelineConfig, parse_config
+from parallel_rag.nodes.fuse import reciprocal_rank_fusion
+from parallel_rag.nodes.records import BranchResult, branch_key
+from parallel_rag.nodes.rerank import make_rerank_node
+from parallel_rag.nodes.retrieve import documents_to_hits
+from parallel_rag.studio.evaluation import (
+    DOC_ID_KEY,
+    BeirCollection,
+    MissingDatasetError,
+    index_corpus,
+    load_beir,
+    score_runs,
+    single_retrievers,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data"
+WORK = REPO_ROOT / "bench" / "out" / "rerank"
+DATASETS = ("scifact", "hotpotqa-dev500")
+MEASURE = "nDCG@10"
+RRF_K = 60
+PROBE_QUERIES = 400
+PROBE_NEGATIVES = 3
+
+
+def pipeline(name: str, candidates: int) -> PipelineConfig:
+    collection = name.replace("-", "_")
+    return parse_config(
+        {
+            "retrievers": [
+                {"name": "bm25", "backend": "bm25", "top_k": candidates,
+                 "backend_config": {"index_path": "bm25"}},
+                {"name": "dense", "backend": "qdrant", "top_k": candidates,
+                 "backend_config": {"collection": collection, "path": "qdrant"}},
+            ]
+        }
+    )  # fmt: skip
+
+
+def indexed(name: str, collection: BeirCollection, candidates: int) -> tuple[dict, Path]:
+    """BM25 + Qdrant over the whole corpus, built once under bench/out and reused."""
+    base_dir = WORK / "index" / name
+    config = pipeline(name, candidates)
+    marker = base_dir / "INDEXED"
+    if not marker.exists():
+        base_dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        index_corpus(collection.corpus, config, base_dir)
+        marker.write_text(f"{len(collection.corpus)} documents\n")
+        print(f"indexed {name} in {time.perf_counter() - started:.0f}s", file=sys.stderr)
+    return single_retrievers(config, base_dir), base_dir
+
+
+def retrieve(retrievers: dict, queries: dict[str, str], candidates: int):
+    """Every query's branches, as the retrieve node would hand them to rerank."""
+    branches: dict[str, list[BranchResult]] = {}
+    for qid, text in queries.items():
+        branches[qid] = []
+        for index, (name, retriever) in enumerate(retrievers.items()):
+            started = time.perf_counter()
+            docs = retriever.invoke(text, k=candidates)
+            hits = documents_to_hits(docs, limit=candidates, filters=None, post_filter=False)
+            branches[qid].append(
+                BranchResult(
+                    branch=branch_key(0, name),
+                    view_index=0,
+                    view=text,
+                    view_kind="original",
+                    retriever=name,
+                    retriever_index=index,
+                    status="ok" if hits else "empty",
+                    hits=hits,
+                    latency_ms=(time.perf_counter() - started) * 1000,
+                    error=None,
+                    warning=None,
+                )
+            )
+    return branches
+
+
+def doc_ids(hits) -> list[str]:
+    return [str(h["metadata"][DOC_ID_KEY]) for h in sorted(hits, key=lambda h: h["rank"])]
+
+
+def quality(branches: dict[str, list[BranchResult]], qrels) -> dict[str, float]:
+    """nDCG@10 per branch (by retriever name) and after fusion."""
+    names = [b["retriever"] for b in next(iter(branches.values()))]
+    out = {}
+    for position, name in enumerate(names):
+        runs = {qid: doc_ids(bs[position]["hits"]) for qid, bs in branches.items()}
+        out[name] = score_runs(runs, qrels, [MEASURE])[MEASURE]
+    fused = {
+        qid: [str(d["metadata"][DOC_ID_KEY]) for d in reciprocal_rank_fusion(bs, k=RRF_K)]
+        for qid, bs in branches.items()
+    }
+    out["fused"] = score_runs(fused, qrels, [MEASURE])[MEASURE]
+    return out
+
+
+def over_budget_share(scorer, branches, sample: int = 50) -> float:
+    """Share of candidates longer than the scorer's budget, on the first ``sample`` queries."""
+    over = total = 0
+    budget = scorer.budget
+    for qid in list(branches)[:sample]:
+        for branch in branches[qid]:
+            texts = [h["content"] for h in branch["hits"]]
+            if not texts:
+                continue
+            if isinstance(scorer, CrossEncoderScorer):
+                counts = scorer.loaded.count_pairs(branch["view"], texts)
+            else:
+                counts = scorer.count_tokens(texts)
+            over += sum(n > budget for n in counts)
+            total += len(counts)
+    return over / total if total else 0.0
+
+
+def rerank_all(scorer, branches, candidates: int):
+    node = make_rerank_node(scorer, top_k=None, on_failure="warn", max_candidates=candidates)
+    reranked: dict[str, list[BranchResult]] = {}
+    costs: dict[str, list[float]] = {}
+    failures = 0
+    for qid, bs in branches.items():
+        reranked[qid] = []
+        for branch in bs:
+            (result,) = node({"result": branch, "query": branch["view"]})["branch_results"]
+            failures += result["warning"] is not None
+            if "rerank_ms" in result:
+                costs.setdefault(branch["retriever"], []).append(result["rerank_ms"])
+            reranked[qid].append(result)
+    return reranked, costs, failures
+
+
+def probe_cross_encoder(folder: Path, data: Path, candidates: int) -> str:
+    """Build (once) the MiniLM probe cross-encoder from SciFact train (see module docstring)."""
+    if (folder / "model.safetensors").exists():
+        return str(folder)
+    import torch
+    import torch.nn.functional as functional
+    from sentence_transformers import CrossEncoder
+
+    started = time.perf_counter()
+    train = load_beir(data / "scifact", split="train")
+    retrievers, _ = indexed("scifact", train, candidates)
+    bm25 = retrievers["bm25"]
+    rng = random.Random(7)
+    queries, passages, labels = [], [], []
+    for qid in rng.sample(sorted(train.queries), min(PROBE_QUERIES, len(train.queries))):
+        text, relevant = train.queries[qid], train.qrels[qid]
+        ranked = [d.metadata[DOC_ID_KEY] for d in bm25.invoke(text, k=candidates)]
+        negatives = [d for d in ranked if d not in relevant][:PROBE_NEGATIVES]
+        for doc_id, label in [*[(d, 1.0) for d in relevant], *[(d, 0.0) for d in negatives]]:
+            doc = train.corpus[doc_id]
+            queries.append(text)
+            passages.append(f"{doc['title']}\n{doc['text']}".strip())
+            labels.append(label)
+    encoder = CrossEncoder(bundled_model_path(), num_labels=1, device="cpu")
+    model = encoder.model
+    model.eval()
+    features = []
+    with torch.no_grad():
+        for start in range(0, len(queries), 32):
+            batch = encoder.tokenizer(
+                queries[start : start + 32],
+                passages[start : start + 32],
+                padding=True,
+                truncation="only_second",
+                max_length=256,
+                return_tensors="pt",
+            )
+            features.append(model.bert(**batch).pooler_output)
+    pooled = torch.cat(features)
+    target = torch.tensor(labels)
+    positive_weight = torch.tensor((len(labels) - sum(labels)) / max(sum(labels), 1.0))
+    torch.manual_seed(0)
+    optimiser = torch.optim.Adam(model.classifier.parameters(), lr=1e-2, weight_decay=1e-4)
+    for _ in range(500):
+        loss = functional.binary_cross_entropy_with_logits(
+            model.classifier(pooled).squeeze(-1), target, pos_weight=positive_weight
+        )
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    folder.mkdir(parents=True, exist_ok=True)
+    encoder.save(str(folder))
+    print(
+        f"probe cross-encoder: {len(labels)} SciFact train pairs, loss {loss.item():.3f}, "
+        f"{time.perf_counter() - started:.0f}s",
+        file=sys.stderr,
+    )
+    return str(folder)
+
+
+def cost_at(scorer, branches, candidates: int, queries: int = 20) -> float:
+    """Mean ms of one rerank of ``candidates`` BM25 hits (re-retrieved at that depth)."""
+    node = make_rerank_node(scorer, top_k=None, on_failure="warn", max_candidates=candidates)
+    times = []
+    for branch in branches[:queries]:
+        (result,) = node({"result": branch, "query": branch["view"]})["branch_results"]
+        times.append(result["rerank_ms"])
+    return statistics.fmean(times) if times else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--candidates", type=int, default=20, help="hits per branch")
+    parser.add_argument("--queries", type=int, default=0, help="first N judged queries (0 = all)")
+    parser.add_argument("--scorers", nargs="+", default=["embedding", "cross_encoder"])
+    parser.add_argument("--cross-encoder", default=None, help="a real cross-encoder path/name")
+    parser.add_argument("--cost-candidates", type=int, default=50, help="depth of the cost row")
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+
+    scorers: dict[str, Any] = {}
+    if "embedding" in args.scorers:
+        scorers["embedding"] = EmbeddingSimilarityScorer(overflow="truncate").prepare()
+    if "cross_encoder" in args.scorers:
+        model = args.cross_encoder or probe_cross_encoder(
+            WORK / "probe-cross-encoder", args.data, args.candidates
+        )
+        scorers["cross_encoder"] = CrossEncoderScorer(model, overflow="truncate").prepare()
+    label = {
+        "embedding": "embedding (MiniLM cosine)",
+        "cross_encoder": "cross_encoder ("
+        + (args.cross_encoder or "MiniLM probe, SciFact-train head")
+        + ")",
+    }
+
+    rows_quality, rows_cost, record = [], [], {}
+    for name in args.datasets:
+        try:
+            collection = load_beir(args.data / name, split="test")
+        except MissingDatasetError as error:
+            print(f"skipping {name}: {error}", file=sys.stderr)
+            continue
+        qids = sorted(collection.queries)
+        if args.queries:
+            qids = qids[: args.queries]
+        queries = {q: collection.queries[q] for q in qids}
+        qrels = {q: collection.qrels[q] for q in qids}
+        retrievers, _ = indexed(name, collection, args.candidates)
+        branches = retrieve(retrievers, queries, args.candidates)
+        before = quality(branches, qrels)
+        record[name] = {"queries": len(queries), "none": before}
+        rows_quality.append((name, len(queries), "none (retrieval order)", before, None))
+        deep = retrieve({"bm25": retrievers["bm25"]}, dict(list(queries.items())[:20]), 50)
+        for key, scorer in scorers.items():
+            share = over_budget_share(scorer, branches)
+            started = time.perf_counter()
+            reranked, costs, failures = rerank_all(scorer, branches, args.candidates)
+            wall = time.perf_counter() - started
+            after = quality(reranked, qrels)
+            per_query = wall * 1000 / len(queries)
+            deep_cost = cost_at(scorer, [bs[0] for bs in deep.values()], args.cost_candidates)
+            record[name][key] = {
+                "quality": after,
+                "costs_ms": {b: statistics.fmean(v) for b, v in costs.items()},
+                "per_query_ms": per_query,
+                "over_budget": share,
+                "failures": failures,
+                f"cost_at_{args.cost_candidates}_ms": deep_cost,
+            }
+            rows_quality.append((name, len(queries), label[key], after, before))
+            all_costs = [c for v in costs.values() for c in v]
+            rows_cost.append(
+                (
+                    name,
+                    label[key],
+                    statistics.fmean(all_costs),
+                    float(np.percentile(all_costs, 95)),
+                    per_query,
+                    statistics.fmean(all_costs) / args.candidates,
+                    deep_cost,
+                    share,
+                    failures,
+                )
+            )
+            print(f"done {name} / {key} in {wall:.0f}s", file=sys.stderr)
+
+    (WORK / "results.json").write_text(json.dumps(record, indent=2))
+    print(
+        f"## Effect: {MEASURE}, {args.candidates} candidates per branch, both branches "
+        f"reranked, RRF k={RRF_K}\n"
+    )
+    print("| data set | queries | scorer | bm25 | dense | fused |")
+    print("|---|---:|---|---:|---:|---:|")
+    for name, n, scorer_label, after, before in rows_quality:
+        cells = []
+        for column in ("bm25", "dense", "fused"):
+            delta = "" if before is None else f" ({after[column] - before[column]:+.3f})"
+            cells.append(f"{after[column]:.3f}{delta}")
+        print(f"| {name} | {n} | {scorer_label} | " + " | ".join(cells) + " |")
+    print(f"\n## Cost on CPU ({os.cpu_count()} cores, shared), rerank node wall time\n")
+    print(
+        f"| data set | scorer | ms/branch (mean) | ms/branch (p95) | ms/query (2 branches) "
+        f"| ms/candidate | ms/rerank of {args.cost_candidates} | over budget | refused |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, scorer_label, mean, p95, per_query, per_candidate, deep, share, fails in rows_cost:
+        print(
+            f"| {name} | {scorer_label} | {mean:.0f} | {p95:.0f} | {per_query:.0f} "
+            f"| {per_candidate:.1f} | {deep:.0f} | {share:.0%} | {fails} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""HotpotQA with each rewriter kind, when an offline chat model is reachable.
+
+The offline LLM is SmolLM2-135M-Instruct served by ``llama-cpp-python``'s OpenAI-compatible
+server (DESIGN §6). The harness starts it itself when ``llama_cpp`` is importable, or uses
+``--llm URL`` (any OpenAI-compatible endpoint). A 135M model on a shared 2-core CPU takes
+seconds per rewrite, so only the first ``limit`` report questions are used, and the fused
+graph without a rewriter is scored on the same questions beside them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from parallel_rag.graph.builder import build_graph
+from parallel_rag.studio.evaluation import run_graph
+
+KINDS = ("multi_query", "decompose", "hyde")
+
+
+def offline_llm_available() -> str | None:
+    """None when the harness can start the offline LLM; else why not."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed"
+    try:
+        from parallel_rag.backends.chat_models import smollm2_gguf_path
+
+        smollm2_gguf_path()
+    except Exception as error:  # noqa: BLE001
+        return str(error)
+    return None
+
+
+@contextmanager
+def llama_server(log_path: Path, timeout: float = 180):
+    """``python -m llama_cpp.server`` with the packaged SmolLM2 on a free loopback port."""
+    from parallel_rag.backends.chat_models import smollm2_gguf_path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the server
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(smollm2_gguf_path()),
+            "--model_alias",
+            "smollm2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}")
+            try:
+                with urllib.request.urlopen(base_url + "/models", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start in time") from None
+                time.sleep(0.5)
+        yield base_url
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        log.close()
+
+
+def rewriter_rows(
+    *,
+    config,
+    work: Path,
+    report_set: list[dict],
+    corpus,
+    metrics,
+    log,
+    base_url: str,
+    model: str = "smollm2",
+    limit: int = 40,
+    depth: int = 100,
+) -> list[dict[str, Any]]:
+    subset = report_set[:limit]
+    queries = {q["_id"]: q["question"] for q in subset}
+    rows = []
+    base = config.model_dump(exclude_unset=True)
+    no_rewrite = metrics(
+        run_graph(build_graph(base, base_dir=work), queries, depth), subset, corpus
+    )
+    rows.append(
+        {
+            "config": f"fused graph, no rewriter (first {len(subset)} report questions)",
+            "kind": "fused",
+            **no_rewrite,
+        }
+    )
+    llm = {
+        "model": model,
+        "base_url": base_url,
+        "temperature": 0,
+        "max_tokens": 200,
+        "timeout_seconds": 120,
+    }
+    for kind in KINDS:
+        started = time.perf_counter()
+        graph = build_graph(
+            {**base, "rewriter": {"kind": kind, "num_queries": 3, "llm": llm}}, base_dir=work
+        )
+        runs = run_graph(graph, queries, depth, batch_size=2)
+        seconds = time.perf_counter() - started
+        row = {
+            "config": f"fused graph + {kind} rewriter (SmolLM2-135M, same questions)",
+            "kind": "rewriter",
+            "seconds": seconds,
+            **metrics(runs, subset, corpus),
+        }
+        rows.append(row)
+        log(f"[rewrite] {kind}: AllSupport@10={row['AllSupport@10']:.3f} in {seconds:.0f}s")
+    return rows

@@ -1,0 +1,497 @@
+"""The benchmark harness: ``python -m bench`` (full, manual) or ``python -m bench --smoke`` (CI).
+
+Quality (SciFact, HotpotQA dev500), latency (fan-out, overhead, per node), scale (BM25 engines,
+embedded vector stores) and ingestion, in one process plus one worker process per scale
+measurement. Writes ``results.json``, ``RESULTS.md`` and PNG plots: into ``bench/`` for a full
+run, into ``bench/out/smoke/`` for ``--smoke`` (so CI never overwrites the committed results).
+
+The evaluation collections are read from ``../shared/data`` (``$PARALLEL_RAG_DATA``); without
+them the harness stops with a message and exit status 2. Corpus and query vectors are cached
+under ``bench/out/cache`` (first full run: ~10-30 min of encoding on 2 CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import random
+import sys
+import time
+import traceback
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+
+from bench.data import (  # noqa: E402
+    REPO_ROOT,
+    DataMissing,
+    HotpotQA,
+    data_root,
+    doc_text,
+    load_hotpotqa,
+    load_scifact,
+)
+from bench.measure import INLINE_ENV  # noqa: E402
+
+BENCH_DIR = REPO_ROOT / "bench"
+OUT_DIR = BENCH_DIR / "out"
+CACHE_DIR = OUT_DIR / "cache"
+SECTIONS = ("quality", "latency", "scale", "stores", "ingest")
+VERSIONED = (
+    "parallel-rag",
+    "langgraph",
+    "langchain-core",
+    "langchain-classic",
+    "qdrant-client",
+    "pymilvus",
+    "milvus-lite",
+    "bm25s",
+    "rank-bm25",
+    "sentence-transformers",
+    "transformers",
+    "torch",
+    "numpy",
+    "ir-measures",
+)
+
+
+def log(message: str) -> None:
+    stamp = time.strftime("%H:%M:%S")
+    print(f"{stamp} {message}", flush=True)
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = "unknown"
+    try:
+        total_kb = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f"{total_kb / 2**20:.1f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": memory,
+        "load average at start (1/5/15 min)": load,
+        "python": platform.python_version(),
+    }
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+# -- smoke-sized data ---------------------------------------------------------------------------
+
+
+def _subset(collection, qids: list[str], corpus_ids: set[str]):
+    from parallel_rag.studio.evaluation import BeirCollection
+
+    return BeirCollection(
+        corpus={k: v for k, v in collection.corpus.items() if k in corpus_ids},
+        queries={q: collection.queries[q] for q in qids},
+        qrels={q: collection.qrels[q] for q in qids},
+    )
+
+
+def smoke_scifact(test, train, queries: int = 8, distractors: int = 30):
+    test_q, train_q = list(test.queries)[:queries], list(train.queries)[:queries]
+    judged = {d for q in test_q for d in test.qrels[q]} | {
+        d for q in train_q for d in train.qrels[q]
+    }
+    others = sorted(set(test.corpus) - judged)
+    keep = judged | set(random.Random(7).sample(others, distractors))
+    return _subset(test, test_q, keep), _subset(train, train_q, keep)
+
+
+def smoke_hotpotqa(data: HotpotQA, questions: int = 12) -> HotpotQA:
+    picked = data.questions[:questions]
+    ids = {d for q in picked for d in q["context_doc_ids"]}
+    return HotpotQA({k: v for k, v in data.corpus.items() if k in ids}, picked)
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+class Harness:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.smoke = args.smoke
+        self.out_dir = (
+            Path(args.out) if args.out else (OUT_DIR / "smoke" if self.smoke else BENCH_DIR)
+        )
+        self.work = OUT_DIR / ("smoke-work" if self.smoke else "work")
+        self.results: dict[str, Any] = {"quality": {}, "latency": {}, "scale": {}}
+        self.notes: list[str] = []
+        self.errors: dict[str, str] = {}
+
+    def section(self, name: str, fn, *a, **kw) -> Any:
+        log(f"== {name}")
+        started = time.perf_counter()
+        try:
+            value = fn(*a, **kw)
+        except Exception as error:  # one failed section must not lose the others
+            traceback.print_exc()
+            self.errors[name] = f"{type(error).__name__}: {error}"[:400]
+            self.notes.append(f"**{name} failed** in this run: {self.errors[name]}")
+            return None
+        log(f"== {name} done in {time.perf_counter() - started:.0f}s")
+        return value
+
+    def run(self) -> int:
+        started = time.perf_counter()
+        wanted = set(self.args.sections.split(",")) if self.args.sections else set(SECTIONS)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.work.mkdir(parents=True, exist_ok=True)
+        log(f"bench: data from {data_root()}, writing to {self.out_dir}")
+        sci_test, sci_train = load_scifact("test"), load_scifact("train")
+        hotpot = load_hotpotqa()
+        if self.smoke:
+            sci_test, sci_train = smoke_scifact(sci_test, sci_train)
+            hotpot = smoke_hotpotqa(hotpot)
+            os.environ[INLINE_ENV] = "1"  # scale tasks in-process: no worker start-up cost
+            self.notes.append(
+                "Smoke run: tiny subsets, scale tasks in the harness process (memory figures are "
+                "the whole harness's). Only the full run's figures mean anything."
+            )
+        meta = {
+            "smoke": self.smoke,
+            "command": "python -m bench " + " ".join(sys.argv[1:]),
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": machine(),
+            "versions": versions(),
+        }
+
+        if wanted & {"quality", "latency"}:
+            self.quality_and_latency(wanted, sci_test, sci_train, hotpot)
+        if "latency" in wanted:
+            fan = self.results["latency"]
+            if self.smoke:
+                fan["fanout"] = self.section("fan-out", self._fanout, delay_ms=20, reps=3)
+            else:
+                fan["fanout"] = self.section(
+                    "fan-out", self._fanout, delay_ms=self.args.delay_ms, reps=self.args.reps
+                )
+        if "scale" in wanted:
+            self.scale()
+        if "stores" in wanted:
+            self.stores()
+        if "ingest" in wanted:
+            from bench.scale import ingestion
+
+            docs, rounds = (3, 1) if self.smoke else (self.args.ingest_docs, 2)
+            self.results["ingest"] = self.section(
+                "ingestion", ingestion, docs, self.work / "ingest", rounds=rounds, log=log
+            )
+
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        meta["machine"]["load average at end (1/5/15 min)"] = load
+        meta["duration_min"] = (time.perf_counter() - started) / 60
+        meta["notes"] = self.notes
+        meta["errors"] = self.errors
+        self.results["meta"] = meta
+        self.write()
+        log(f"bench: done in {meta['duration_min']:.1f} min; {len(self.errors)} section(s) failed")
+        return 1 if self.errors else 0
+
+    def _fanout(self, delay_ms: float, reps: int):
+        from bench.latency import fanout
+
+        return fanout((2, 3, 4), delay_ms=delay_ms, reps=reps, log=log)
+
+    def quality_and_latency(self, wanted, sci_test, sci_train, hotpot: HotpotQA) -> None:
+        from bench import latency, quality
+        from bench.embedding_cache import EmbeddingCache, installed, warm
+
+        depth = 20 if self.smoke else 100
+        cache = EmbeddingCache(CACHE_DIR)
+        with installed(cache):
+            queries = [*sci_test.queries.values(), *sci_train.queries.values()]
+            queries += [q["question"] for q in hotpot.questions]
+            warm(cache, queries, "queries", log)
+            warm(cache, [doc_text(d) for d in hotpot.corpus.values()], "hotpotqa corpus", log)
+            warm(cache, [doc_text(d) for d in sci_test.corpus.values()], "scifact corpus", log)
+            sci_work = self.work / "scifact"
+            sci_config = self.section(
+                "scifact indexes",
+                quality.build_indexes,
+                sci_test.corpus,
+                sci_work,
+                "scifact",
+                depth,
+            )
+            if "quality" in wanted and sci_config is not None:
+                self.results["quality"]["scifact"] = self.section(
+                    "quality: scifact",
+                    quality.scifact,
+                    sci_test,
+                    sci_train,
+                    cache,
+                    sci_work,
+                    sci_config,
+                    depth=depth,
+                    rerank=not self.args.no_rerank,
+                    log=log,
+                )
+                self.results["quality"]["bm25_engines"] = self.section(
+                    "quality: bm25 engines", quality.bm25_engine_table, sci_test, log=log
+                )
+                self.results["quality"]["hotpotqa"] = self.section(
+                    "quality: hotpotqa", self._hotpot, hotpot, cache, depth
+                )
+            if "latency" in wanted and sci_config is not None:
+                from parallel_rag.graph.configuration import parse_config
+                from parallel_rag.studio.evaluation import single_retrievers
+
+                singles = single_retrievers(
+                    parse_config(quality.pipeline(sci_work, "scifact", depth=20)), sci_work
+                )
+                n = 8 if self.smoke else self.args.overhead_queries
+                over = self.section(
+                    "overhead",
+                    latency.overhead,
+                    singles[quality.LEX],
+                    singles[quality.DENSE],
+                    list(sci_test.queries.values())[:n],
+                    log=log,
+                )
+                if over is not None:
+                    over["docs"] = f"{len(sci_test.corpus):,}"
+                self.results["latency"]["overhead"] = over
+        if "latency" in wanted and sci_config is not None:
+            # real model calls: the per-node figures include query and sentence encoding
+            from parallel_rag.graph.builder import build_graph
+
+            config = quality.pipeline(sci_work, "scifact", depth=10)
+            config.pop("generator")  # the default extractive generator (embedding selection)
+            n = 2 if self.smoke else self.args.node_queries
+            self.results["latency"]["per_node"] = self.section(
+                "per-node timings",
+                latency.per_node,
+                build_graph(config, base_dir=sci_work),
+                list(sci_test.queries.values())[:n],
+                log=log,
+            )
+
+    def _hotpot(self, hotpot: HotpotQA, cache, depth: int):
+        from bench import quality, rewriting
+
+        work = self.work / "hotpotqa"
+        config = quality.build_indexes(hotpot.corpus, work, "hotpotqa", depth)
+        tune = 6 if self.smoke else quality.HOTPOT_TUNE
+        why_not = None
+        base_url = self.args.llm
+        if self.smoke or self.args.rewriter_questions == 0:
+            why_not = "not run in this mode"
+        elif base_url is None:
+            why_not = rewriting.offline_llm_available()
+        hook = None
+        server = None
+        if why_not is None:
+            if base_url is None:
+                server = rewriting.llama_server(OUT_DIR / "llama-server.log")
+                base_url = server.__enter__()
+
+            def hook(**kw):
+                return rewriting.rewriter_rows(
+                    **kw, base_url=base_url, limit=self.args.rewriter_questions, depth=depth
+                )
+
+        try:
+            result = quality.hotpotqa(
+                hotpot,
+                cache,
+                work,
+                config,
+                depth=depth,
+                tune_questions=tune,
+                rewriters=hook,
+                log=log,
+            )
+        finally:
+            if server is not None:
+                server.__exit__(None, None, None)
+        if why_not is not None:
+            result["rewriter_note"] = (
+                "Rewriter kinds (multi_query, decompose, hyde) were not measured: "
+                f"{why_not}. They need a chat model; the offline one is SmolLM2-135M on "
+                "llama-cpp-python's server (`python -m bench --llm URL` uses any "
+                "OpenAI-compatible endpoint)."
+            )
+            self.notes.append(result["rewriter_note"])
+        else:
+            result["rewriter_note"] = (
+                f"Rewriter rows: SmolLM2-135M-Instruct (Q4_1, llama-cpp-python), temperature 0, "
+                f"3 queries per rewrite, on the first {self.args.rewriter_questions} report "
+                "questions only (seconds per rewrite on this CPU); compare them with the "
+                "no-rewriter row on the same questions."
+            )
+        return result
+
+    def scale(self) -> None:
+        from bench.scale import bm25_scale
+
+        sizes = (
+            [2000]
+            if self.smoke
+            else [s for s in (5000, 100_000, 1_000_000) if s <= self.args.max_docs]
+        )
+        engines = ("bm25s", "rank_bm25")
+        rows = (
+            self.section(
+                "scale: bm25",
+                bm25_scale,
+                [s for s in sizes if s < 1_000_000],
+                engines,
+                queries=10 if self.smoke else 100,
+                log=log,
+            )
+            or []
+        )
+        if 1_000_000 in sizes:
+            rows += (
+                self.section(
+                    "scale: bm25 1M",
+                    bm25_scale,
+                    [1_000_000],
+                    ("bm25s",),
+                    queries=100,
+                    timeout=2400,
+                    log=log,
+                )
+                or []
+            )
+        self.results["scale"]["bm25"] = rows
+        self.results["scale"]["corpus_note"] = (
+            "Synthetic corpus: each document is 3 to 8 sentences drawn at random (seeded) from "
+            "the sentences of all 5,183 SciFact abstracts (split after `.`, `?`, `!` before a "
+            "capital or digit), so lengths and vocabulary match SciFact while topics are mixed. "
+            "Queries: SciFact test claims (rank-bm25 gets 20 at 100k: it scores every document "
+            "in Python). Build = analysis (English stopwords + Snowball) + the engine's "
+            "statistics, in a fresh process; index MB = RSS growth during the build."
+        )
+        if not self.smoke and self.args.max_docs < 1_000_000:
+            hundred = next(
+                (
+                    r
+                    for r in rows
+                    if r.get("docs") == 100_000 and r.get("engine") == "bm25s" and "error" not in r
+                ),
+                None,
+            )
+            estimate = (
+                f" (about {10 * hundred['build_s'] / 60:.0f} min to build here, "
+                "extrapolated from 100k)"
+                if hundred
+                else ""
+            )
+            self.results["scale"]["skipped"] = (
+                f"1M documents: skipped in this run to keep it within its time budget{estimate}; "
+                "`python -m bench --sections scale --max-docs 1000000` runs it (bm25s only)."
+            )
+            self.notes.append(self.results["scale"]["skipped"])
+
+    def stores(self) -> None:
+        from bench.scale import store_scale
+
+        sizes = [1000] if self.smoke else [5000, 100_000]
+        self.results["scale"]["stores"] = (
+            self.section(
+                "scale: vector stores",
+                store_scale,
+                sizes,
+                self.work / "stores",
+                queries=10 if self.smoke else 100,
+                log=log,
+            )
+            or []
+        )
+        self.results["scale"]["stores_note"] = (
+            "Embedding 100k documents is out of reach on this CPU (a few abstracts a second), so "
+            "the stores hold random unit vectors (384 dims, MiniLM's size) with the synthetic "
+            "corpus texts as payload; queries are random unit vectors too, through the product's "
+            "retrievers (`QdrantRetriever`, `MilvusRetriever`), k=10, COSINE. Writes go through "
+            "the product's `write_chunks` (Milvus: flushed). A real query also pays the query "
+            "encode (see Ingestion). Qdrant local mode is a brute-force scan in Python/numpy "
+            "meant for tests and small collections (qdrant-client warns above 20,000 points); "
+            "past that, run a Qdrant server (`url:`) or a Milvus standalone server (`uri: "
+            "http://host:19530`): the config change is one line."
+        )
+
+    def write(self) -> None:
+        from bench.report import plot, render
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (OUT_DIR / ("smoke-results.json" if self.smoke else "results.json")).write_text(
+            json.dumps(self.results, indent=2, default=str)
+        )
+        plots = {}
+        try:
+            plots = plot(self.results, self.out_dir)
+        except Exception:  # a plotting problem must not lose the tables
+            traceback.print_exc()
+            self.notes.append("plots could not be drawn (see the log)")
+        (self.out_dir / "RESULTS.md").write_text(render(self.results, self.out_dir, plots))
+        log(f"bench: wrote {self.out_dir / 'RESULTS.md'} and {len(plots)} plot(s)")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny data, a minute or two (CI)")
+    parser.add_argument("--sections", help=f"comma list of {', '.join(SECTIONS)} (default all)")
+    parser.add_argument("--out", help="output folder (default bench/, or bench/out/smoke)")
+    parser.add_argument(
+        "--max-docs",
+        type=int,
+        default=100_000,
+        help="largest synthetic corpus for BM25 scale (1000000 adds 1M)",
+    )
+    parser.add_argument("--reps", type=int, default=15, help="fan-out repetitions")
+    parser.add_argument("--delay-ms", type=float, default=100.0, help="fan-out branch delay")
+    parser.add_argument("--overhead-queries", type=int, default=150)
+    parser.add_argument("--node-queries", type=int, default=20)
+    parser.add_argument("--ingest-docs", type=int, default=150)
+    parser.add_argument("--no-rerank", action="store_true", help="skip the rerank row")
+    parser.add_argument("--llm", help="OpenAI-compatible base URL for the rewriter rows")
+    parser.add_argument(
+        "--rewriter-questions",
+        type=int,
+        default=40,
+        help="HotpotQA questions per rewriter kind (0 = skip)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return Harness(args).run()
+    except DataMissing as missing:
+        print(str(missing), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Per-run knobs: the graph's ``context_schema`` (LangGraph Runtime context), with a
+``configurable`` fallback for callers that only speak RunnableConfig (LangServe, LCEL
+``.with_config``).
+
+A knob changes how one run uses the configured pipeline, never what it talks to: which of the
+configured retrievers run, how many candidates each asks for, the fusion ``k`` and weights,
+whether the configured reranker runs, and which kind of rewrite the configured chat model does.
+Nothing that could name an endpoint, a key, a path or a model is a knob, so a request can never
+redirect the app (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+RewriterKnob = Literal["multi_query", "decompose", "hyde", "none"]
+RetrieverName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+
+
+def drop_null_branches(schema: dict[str, Any]) -> None:
+    """JSON-schema hook: show ``X | None`` fields as ``X``, unset by default (None means unset).
+    Form renderers such as LangServe's playground cannot draw a ``{"type": "null"}`` branch."""
+    for prop in schema.get("properties", {}).values():
+        if "default" in prop and prop["default"] is None:
+            del prop["default"]
+        branches = prop.get("anyOf")
+        if branches and {"type": "null"} in branches:
+            rest = [b for b in branches if b != {"type": "null"}]
+            prop.pop("anyOf")
+            if len(rest) == 1:
+                prop.update(rest[0])
+            else:
+                prop["anyOf"] = rest
+
+
+class RAGContext(BaseModel):
+    """Per-run settings shown in LangGraph Studio's context panel. Unset means "as configured"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=drop_null_branches)
+
+    retrievers: list[RetrieverName] | None = Field(
+        default=None,
+        max_length=MAX_RETRIEVERS,
+        description="run only these configured retrievers (by name); empty or unset: all",
+    )
+    retriever_top_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="candidates each branch asks its retriever for (overrides the branch top_k)",
+    )
+    fusion_k: int | None = Field(
+        default=None, gt=0, le=100_000, description="reciprocal rank fusion constant k"
+    )
+    fusion_weights: dict[RetrieverName, Annotated[float, Field(ge=0, le=1000)]] | None = Field(
+        default=None, description="per-retriever fusion weight; unnamed retrievers keep theirs"
+    )
+    rerank: bool | None = Field(
+        default=None, description="false skips the configured reranker for this run"
+    )
+    rewriter: RewriterKnob | None = Field(
+        default=None,
+        description="rewrite kind for this run with the configured chat model; 'none' skips it",
+    )
+
+    @field_validator("retrievers", "fusion_weights")
+    @classmethod
+    def _empty_is_unset(cls, value):
+        return value or None  # a form's empty list/mapping means "as configured"
+
+
+KNOBS: frozenset[str] = frozenset(RAGContext.model_fields)
+
+
+class KnobError(ValueError):
+    """A per-run setting the pipeline cannot honour; ``field`` is its dotted path."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+def _parse(data: Mapping[str, Any], where: str) -> RAGContext:
+    try:
+        return RAGContext.model_validate(dict(data))
+    except ValidationError as error:
+        problem = error.errors()[0]
+        path = ".".join(str(part) for part in problem["loc"])
+        raise KnobError(f"{where}.{path}" if path else where, problem["msg"]) from None
+
+
+def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGContext:
+    """The run's knobs: each one set in the Runtime ``context`` wins over the same name in
+    ``configurable``; other ``configurable`` keys (thread ids, server headers) are not knobs."""
+    picked = {k: v for k, v in (configurable or {}).items() if k in KNOBS and v is not None}
+    knobs = _parse(picked, "configurable")
+    if context is None:
+        return knobs
+    if not isinstance(context, RAGContext):
+        if not isinstance(context, Mapping):
+            context = getattr(context, "__dict__", {})
+        context = _parse(context, "context")
+    return knobs.model_copy(update=context.model_dump(exclude_none=True))
+
+
+def _current_runtime_context() -> Any:
+    try:
+        from langgraph.runtime import get_runtime
+
+        return getattr(get_runtime(), "context", None)
+    except Exception:  # outside a graph run: no runtime, no context
+        return None
+
+
+def run_knobs(config: RunnableConfig | None, runtime: Any = None) -> RAGContext:
+    """Knobs of the current run, from an injected ``runtime`` or the one LangGraph set up."""
+    context = getattr(runtime, "context", None) if runtime is not None else None
+    if context is None:
+        context = _current_runtime_context()
+    return knobs_from(context, (config or {}).get("configurable"))
+
+
+@dataclass(frozen=True)
+class KnobScope:
+    """What a compiled graph can honour: its retriever names, which are dense, and whether a
+    reranker and a rewriter are configured. ``check`` names the field a run asked wrongly."""
+
+    retrievers: tuple[str, ...]
+    dense: frozenset[str] = frozenset()
+    has_reranker: bool = False
+    rewriter_kind: str | None = None
+
+    def check(self, knobs: RAGContext) -> RAGContext:
+        known = set(self.retrievers)
+        if knobs.retrievers is not None:
+            unknown = sorted(set(knobs.retrievers) - known)
+            if unknown:
+                raise KnobError(
+                    "retrievers",
+                    f"unknown retriever(s) {unknown}; configured: {list(self.retrievers)}",
+                )
+            if len(set(knobs.retrievers)) != len(knobs.retrievers):
+                raise KnobError("retrievers", "names a retriever more than once")
+        unknown = sorted(set(knobs.fusion_weights or {}) - known)
+        if unknown:
+            raise KnobError(
+                "fusion_weights",
+                f"unknown retriever(s) {unknown}; configured: {list(self.retrievers)}",
+            )
+        if knobs.rerank and not self.has_reranker:
+            raise KnobError("rerank", "no reranker is configured, so it cannot be turned on")
+        if knobs.rewriter not in (None, "none") and self.rewriter_kind is None:
+            raise KnobError("rewriter", "no rewriter (chat model) is configured")
+        if (knobs.rewriter or self.rewriter_kind) == "hyde" and not self.active(knobs) & self.dense:
+            field = "rewriter" if knobs.rewriter else "retrievers"
+            raise KnobError(field, "'hyde' needs at least one dense (vector) retriever in the run")
+        return knobs
+
+    def active(self, knobs: RAGContext) -> set[str]:
+        """The retriever names this run uses."""
+        return set(knobs.retrievers or self.retrievers)
+
+
+def fusion_settings(
+    config: RunnableConfig | None, k: int, weights: Mapping[str, float]
+) -> tuple[int, dict[str, float]]:
+    """The fusion ``k`` and weights for this run: the configured ones with the knobs applied."""
+    knobs = run_knobs(config)
+    return knobs.fusion_k or k, {**weights, **(knobs.fusion_weights or {})}
+
+
+class SwitchableRewriter:
+    """The configured rewriter, switched per run (``rewriter`` knob) to another kind over the
+    same chat model. Variants are built once per kind, on first use."""
+
+    def __init__(
+        self,
+        config: RewriterConfig,
+        model: BaseChatModel | None,
+        make: Callable[[RewriterConfig, BaseChatModel | None], Any],
+    ):
+        self.config = config
+        self.model = model
+        self.make = make
+        self.variants: dict[str, Any] = {config.kind: make(config, model)}
+
+    def variant(self, config: RunnableConfig | None) -> Any:
+        kind = run_knobs(config).rewriter
+        if kind in (None, "none"):
+            kind = self.config.kind
+        if kind not in self.variants:
+            # a custom prompt is written for the configured kind; other kinds use their default
+            self.variants[kind] = self.make(
+                self.config.model_copy(update={"kind": kind, "prompt": None}), self.model
+            )
+        return self.variants[kind]
+
+    def rewrite(self, query: str, config: RunnableConfig | None = None):
+        return self.variant(config).rewrite(query, config)
+
+    async def arewrite(self, query: str, config: RunnableConfig | None = None):
+        return await self.variant(config).arewrite(query, config)

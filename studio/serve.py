@@ -1,0 +1,178 @@
+"""The LangServe app (``parallel-rag serve``): the compiled graph under ``/rag`` with invoke,
+batch, stream, stream_events, playground and the schemas, plus ``/healthz``.
+
+A request may set only the per-run knobs of ``graph/context.py`` (as ``config.configurable``);
+anything else there is refused with 422, so no request can reach another endpoint, key or path.
+Bad input is a 422 naming the field; ``on_failure: block`` is a 503 with an OpenAI-style error
+body. LangServe is in maintenance mode upstream; LangGraph server (``langgraph dev``) is the
+long-term surface, and both serve the same graph.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.encoders import jsonable_encoder  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+from langchain_core.runnables import RunnableBinding  # noqa: E402
+from parallel_rag.graph.builder import ConfigSource, RAGGraph, build_graph  # noqa: E402
+from parallel_rag.graph.context import (  # noqa: E402
+    KNOBS,
+    KnobError,
+    KnobScope,
+    RAGContext,
+    drop_null_branches,
+    knobs_from,
+)
+from parallel_rag.graph.state import RAGRequest  # noqa: E402
+from parallel_rag.nodes.errors import BlockedError  # noqa: E402
+from pydantic import BaseModel, ConfigDict, create_model  # noqa: E402
+
+DEFAULT_PATH = "/rag"
+ENDPOINTS = (
+    "invoke",
+    "batch",
+    "stream",
+    "stream_events",
+    "stream_log",  # the playground renders from it
+    "playground",
+    "input_schema",
+    "output_schema",
+    "config_schema",
+)
+
+
+class ServedRequest(RAGRequest):
+    """``RAGRequest`` as served: same validation; optional fields drawn without a null branch
+    (the playground's form renderer cannot draw ``{"type": "null"}``)."""
+
+    model_config = ConfigDict(title="RAGRequest", json_schema_extra=drop_null_branches)
+
+
+RunConfig = create_model(
+    "RunConfig",
+    __config__=ConfigDict(extra="ignore"),
+    configurable=(RAGContext, {}),  # LangServe copies plain defaults only
+)
+
+
+class ServedGraph(RunnableBinding):
+    """The compiled graph as LangServe sees it: its per-request config is exactly the knobs."""
+
+    def config_schema(self, *, include=None) -> type[BaseModel]:
+        return RunConfig
+
+
+def openai_error(message: str, kind: str, code: str, param: str | None = None) -> dict:
+    """An OpenAI-style error body: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _refuse(field: str, message: str) -> RequestValidationError:
+    loc = ("body", "config", "configurable", *field.split("."))
+    return RequestValidationError([{"loc": loc, "msg": message, "type": "value_error"}])
+
+
+def make_config_guard(scope: KnobScope | None):
+    """LangServe's ``per_req_config_modifier``: keep only whitelisted, valid per-run knobs."""
+
+    def guard(config: dict[str, Any], request: Request) -> dict[str, Any]:
+        configurable = dict(config.get("configurable") or {})
+        unknown = sorted(key for key in configurable if key not in KNOBS)
+        if unknown:
+            raise _refuse(
+                unknown[0], f"not a per-run setting; allowed: {sorted(KNOBS)} (got {unknown})"
+            )
+        try:
+            knobs = knobs_from(None, configurable)
+            if scope is not None:
+                scope.check(knobs)
+        except KnobError as error:
+            raise _refuse(error.field.removeprefix("configurable."), error.message) from None
+        return {"configurable": knobs.model_dump(exclude_none=True)}
+
+    return guard
+
+
+async def _blocked(request: Request, error: BlockedError) -> JSONResponse:
+    body = openai_error(str(error), "service_unavailable", "on_failure_block")
+    return JSONResponse(status_code=503, content=body)
+
+
+async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    """FastAPI's ``detail`` list, plus an OpenAI-style ``error`` naming the first bad field."""
+    problems = [
+        {k: v for k, v in p.items() if k != "ctx"} if isinstance(p, dict) else {"msg": str(p)}
+        for p in error.errors()
+    ]
+    first = problems[0] if problems else {"msg": "invalid request"}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    if loc and loc[0] == "configurable":
+        loc.insert(0, "config")
+    elif loc and loc[0] not in ("input", "inputs", "config", "kwargs"):
+        loc.insert(0, "input")  # LangServe reports input fields without the "input" prefix
+    field = ".".join(loc) or None
+    message = f"{field}: {first['msg']}" if field else str(first["msg"])
+    body = {
+        "detail": jsonable_encoder(problems),
+        **openai_error(message, "invalid_request_error", "invalid_input", field),
+    }
+    return JSONResponse(status_code=422, content=body)
+
+
+def create_app(
+    graph: RAGGraph | None = None, *, config: ConfigSource = None, path: str = DEFAULT_PATH
+) -> FastAPI:
+    """The FastAPI app serving ``graph`` (default: built from ``config``) at ``path``."""
+    from langserve import add_routes
+
+    graph = graph if graph is not None else build_graph(config)
+    served = ServedGraph(bound=graph, kwargs={}, config={}, custom_input_type=ServedRequest)
+    app = FastAPI(
+        title="parallel-rag",
+        description="Parallel RAG on LangGraph, served with LangServe",
+    )
+    with warnings.catch_warnings():
+        # LangServe reads the deprecated Pregel.config_schema; the knobs are its configurable
+        warnings.simplefilter("ignore")
+        add_routes(
+            app,
+            served,
+            path=path,
+            enabled_endpoints=list(ENDPOINTS),
+            per_req_config_modifier=make_config_guard(getattr(graph, "knob_scope", None)),
+        )
+    app.add_exception_handler(BlockedError, _blocked)
+    app.add_exception_handler(RequestValidationError, _invalid)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        scope = getattr(graph, "knob_scope", None)
+        return {
+            "status": "ok",
+            "graph": graph.get_name(),
+            "retrievers": list(scope.retrievers) if scope else [],
+        }
+
+    return app
+
+
+def serve(
+    config: ConfigSource = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = DEFAULT_PATH,
+    log_level: str = "info",
+) -> None:
+    """Build the graph and run the app under uvicorn (blocks until stopped)."""
+    import uvicorn
+
+    uvicorn.run(create_app(config=config, path=path), host=host, port=port, log_level=log_level)

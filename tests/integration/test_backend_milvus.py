@@ -1,0 +1,205 @@
+"""``milvus`` through langchain-milvus, against a Milvus Lite file and against a Milvus server
+(``milvus-lite server``) on loopback that these tests start and stop by PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from parallel_rag.backends.milvus import forget_stores
+from parallel_rag.graph import build_graph
+from parallel_rag.graph.components import make_milvus
+from parallel_rag.graph.configuration import EmbeddingsConfig, MilvusEntry, parse_config
+from parallel_rag.graph.ingestion import ingest_paths
+
+pytestmark = pytest.mark.integration
+SERVER_START_TIMEOUT = 60
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    """The multi-tenant corpus as a JSONL file: tenant and source in each record's metadata."""
+    path = tmp_path_factory.mktemp("milvus-corpus") / "tenants.jsonl"
+    lines = [
+        json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
+        for d in TENANT_DOCS
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def milvus_server(tmp_path_factory):
+    """``milvus-lite server`` on 127.0.0.1:<free port>, stopped by its PID at the end."""
+    data_dir = tmp_path_factory.mktemp("milvus-server")
+    port = free_port()
+    log = open(data_dir / "server.log", "w")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir / "data")]
+        + ["--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"milvus-lite server exited: {(data_dir / 'server.log').read_text()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        os.kill(process.pid, signal.SIGKILL)
+        pytest.fail("milvus-lite server did not start listening")
+    uri = f"http://127.0.0.1:{port}"
+    yield uri
+    forget_stores(uri)
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=5)
+    log.close()
+    assert process.poll() is not None
+
+
+@pytest.fixture(scope="module", params=["lite-file", "server"])
+def milvus_uri(request, tmp_path_factory):
+    if request.param == "lite-file":
+        return str(tmp_path_factory.mktemp("milvus-lite") / "milvus.db")
+    return request.getfixturevalue("milvus_server")
+
+
+def milvus_config(uri: str, collection: str = "tenant_docs", **extra) -> dict:
+    return {
+        "name": "vectors",
+        "backend": "milvus",
+        "backend_config": {"collection": collection, "uri": uri, **extra},
+    }
+
+
+def pipeline(uri: str, base_dir: Path, **milvus_extra):
+    return parse_config(
+        {
+            "retrievers": [
+                {"name": "lexical", "backend": "bm25", "backend_config": {"index_path": "bm25"}},
+                milvus_config(uri, **milvus_extra),
+            ],
+            "generator": {"min_similarity": None},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def ingested(milvus_uri, corpus_file, tmp_path_factory):
+    base_dir = tmp_path_factory.mktemp("milvus-base")
+    config = pipeline(milvus_uri, base_dir)
+    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    assert "vectors (milvus)" in report.indexes
+    return milvus_uri, base_dir, config
+
+
+def retriever(uri: str, base_dir: Path, **entry_extra):
+    entry = MilvusEntry.model_validate({**milvus_config(uri), **entry_extra})
+    return make_milvus(entry, base_dir, EmbeddingsConfig())
+
+
+def test_search_returns_ids_content_metadata_and_cosine_scores(ingested):
+    uri, base_dir, _ = ingested
+    docs = retriever(uri, base_dir).invoke(BRIDGE_QUESTION, k=3)
+    assert len(docs) == 3
+    assert "Golden Gate" in docs[0].page_content
+    assert docs[0].metadata["record_id"] in {"acme-bridge", "globex-bridge"}
+    assert len(docs[0].id) == 36  # the chunk's UUID, the same id every index uses
+    scores = [d.metadata["retrieval_score"] for d in docs]
+    assert scores == sorted(scores, reverse=True) and 0 < scores[0] <= 1.0001
+    assert "vector" not in docs[0].metadata and "pk" not in docs[0].metadata
+
+
+def test_tenant_filter_never_returns_another_tenant(ingested):
+    uri, base_dir, _ = ingested
+    vectors = retriever(uri, base_dir)
+    assert {d.metadata["tenant"] for d in vectors.invoke(BRIDGE_QUESTION, k=6)} == {
+        "acme",
+        "globex",
+    }
+    for tenant in ("acme", "globex"):
+        docs = vectors.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": tenant})
+        assert len(docs) == 3 and {d.metadata["tenant"] for d in docs} == {tenant}
+
+
+def test_similarity_threshold_is_applied(ingested):
+    uri, base_dir, _ = ingested
+    docs = retriever(uri, base_dir, similarity_threshold=0.5).invoke(BRIDGE_QUESTION, k=6)
+    assert docs and all(d.metadata["retrieval_score"] >= 0.5 for d in docs)
+    assert len(docs) < 6
+
+
+def test_filter_expression_is_anded_with_the_request_filters(ingested):
+    uri, base_dir, _ = ingested
+    entry = milvus_config(uri)
+    entry["backend_config"]["filter_expression"] = 'record_id != "acme-bridge"'
+    vectors = make_milvus(MilvusEntry.model_validate(entry), base_dir, EmbeddingsConfig())
+    docs = vectors.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": "acme"})
+    assert {d.metadata["record_id"] for d in docs} == {"acme-comet", "acme-unix"}
+
+
+def test_reingesting_replaces_chunks_instead_of_duplicating(ingested, corpus_file):
+    uri, base_dir, config = ingested
+    ingest_paths([corpus_file], config, base_dir, progress=False)
+    docs = retriever(uri, base_dir).invoke(BRIDGE_QUESTION, k=50)
+    assert len(docs) == len(TENANT_DOCS) and len({d.id for d in docs}) == len(TENANT_DOCS)
+
+
+def test_json_metadata_field_layout(milvus_uri, corpus_file, tmp_path):
+    config = pipeline(milvus_uri, tmp_path, collection="json_meta", metadata_field="metadata")
+    ingest_paths([corpus_file], config, tmp_path, progress=False)
+    entry = milvus_config(milvus_uri, collection="json_meta", metadata_field="metadata")
+    vectors = make_milvus(MilvusEntry.model_validate(entry), tmp_path, EmbeddingsConfig())
+    docs = vectors.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": "globex"})
+    assert len(docs) == 3 and {d.metadata["tenant"] for d in docs} == {"globex"}
+    assert all(len(d.id) == 36 for d in docs)
+
+
+def test_milvus_branch_in_the_graph(ingested):
+    uri, base_dir, config = ingested
+    graph = build_graph(config, base_dir=base_dir)
+    result = graph.invoke({"query": BRIDGE_QUESTION, "tenant": "globex", "top_k": 3})
+    assert {b["retriever"]: b["status"] for b in result["branches"]} == {
+        "lexical": "ok",
+        "vectors": "ok",
+    }
+    assert {d["metadata"]["tenant"] for d in result["documents"]} == {"globex"}
+    both = [d for d in result["documents"] if len(d["sources"]) == 2]
+    assert both, "bm25 and milvus share chunk ids, so fusion merges their hits"
+
+
+def test_missing_collection_is_a_branch_error(milvus_uri, tmp_path):
+    config = parse_config(
+        {
+            "retrievers": [
+                milvus_config(milvus_uri, collection="nowhere"),
+                {**milvus_config(milvus_uri, collection="nowhere_else"), "name": "v2"},
+            ],
+            "generator": {"min_similarity": None},
+        }
+    )
+    result = build_graph(config, base_dir=tmp_path).invoke({"query": "anything"})
+    assert {b["status"] for b in result["branches"]} == {"failed"}
+    assert "Milvus collection 'nowhere' does not exist" in " ".join(result["warnings"])

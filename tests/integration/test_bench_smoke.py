@@ -1,0 +1,70 @@
+"""The benchmark harness keeps working: ``python -m bench --smoke`` on tiny slices of the shared
+collections writes its tables and plots, and a missing data folder stops it cleanly.
+
+The smoke run writes under ``bench/out/smoke`` (git-ignored), never over ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(os.environ.get("PARALLEL_RAG_DATA", REPO_ROOT.parent / "shared" / "data"))
+SMOKE_TIMEOUT = float(os.environ.get("BENCH_SMOKE_TIMEOUT", "115"))
+
+
+def _bench(*args: str, env: dict | None = None, timeout: float = SMOKE_TIMEOUT):
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})},
+    )
+
+
+def test_missing_data_stops_with_a_clear_message(tmp_path):
+    done = _bench("--smoke", env={"PARALLEL_RAG_DATA": str(tmp_path / "nowhere")}, timeout=60)
+    assert done.returncode == 2
+    assert "evaluation data not found" in done.stderr
+    assert "PARALLEL_RAG_DATA" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(
+    not (SHARED_DATA / "scifact" / "corpus.jsonl").is_file(),
+    reason=f"shared evaluation data not found at {SHARED_DATA}",
+)
+def test_smoke_run_writes_results_and_plots(tmp_path):
+    out = tmp_path / "bench"
+    done = _bench("--smoke", "--out", str(out))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = (out / "RESULTS.md").read_text(encoding="utf-8")
+    for heading in (
+        "## Headline",
+        "## Quality: SciFact test",
+        "## Quality: HotpotQA dev500",
+        "## Latency: fan-out",
+        "## Latency: overhead",
+        "## Latency: per node",
+        "## Scale: BM25",
+        "## Scale: embedded vector stores",
+        "## Ingestion",
+    ):
+        assert heading in report, heading
+    assert "EnsembleRetriever" in report
+    assert (out / "latency_vs_branches.png").stat().st_size > 1000
+    assert (out / "quality_per_configuration.png").stat().st_size > 1000
+    results = json.loads((REPO_ROOT / "bench" / "out" / "smoke-results.json").read_text())
+    assert results["meta"]["errors"] == {}
+    stores = {row["store"]: row for row in results["scale"]["stores"]}
+    assert set(stores) == {"qdrant", "milvus"}
+    assert all("error" not in row for row in stores.values())

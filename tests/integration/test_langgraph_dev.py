@@ -1,0 +1,171 @@
+"""LangGraph Studio's server for real: ``langgraph dev`` on the repo's ``langgraph.json``, driven
+with ``langgraph_sdk`` the way Studio drives it.
+
+The server runs a config with a reranker and a rewriter over a copy of the example index. The
+rewriter's chat model points at a closed loopback port with ``on_failure: warn``: the ``rewrite``
+node exists and runs, fails fast, and the run goes on with the original query (and says so).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from langgraph_sdk import get_client
+from studio_servers import BIN, REPO_ROOT, ServerProcess, free_port, server_env, server_workspace
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "Who wrote the first algorithm for the Analytical Engine?"
+GRAPH_ID = "parallel_rag"  # langgraph.json
+NODES = {"rewrite", "retrieve", "rerank", "fuse", "generate"}
+
+
+@pytest.fixture(scope="module")
+def dev_server(example_index, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("langgraph-dev")
+    unreachable = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    config_path = server_workspace(
+        example_index,
+        workdir,
+        {
+            "rewriter": {
+                "kind": "multi_query",
+                "num_queries": 2,
+                "on_failure": "warn",
+                "llm": {
+                    "model": "offline",
+                    "base_url": unreachable,
+                    "timeout_seconds": 5,
+                    "max_retries": 0,
+                },
+            },
+            "reranker": {"kind": "embedding", "top_k": 5},
+        },
+    )
+    port = free_port()
+    command = [
+        str(BIN / "langgraph"),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    server = ServerProcess(
+        command, env=server_env(config_path), cwd=REPO_ROOT, log_path=workdir / "server.log"
+    )
+    try:
+        server.wait_for(f"http://127.0.0.1:{port}/ok")
+        yield server, f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def client_and_assistant(dev_server):
+    _, url = dev_server
+    client = get_client(url=url)
+    assistants = await client.assistants.search(graph_id=GRAPH_ID)
+    assert assistants, "langgraph.json should register the parallel_rag graph"
+    return client, assistants[0]["assistant_id"]
+
+
+async def test_runs_wait_answers_a_question(client_and_assistant):
+    client, assistant = client_and_assistant
+    result = await client.runs.wait(None, assistant, input={"query": QUESTION, "top_k": 4})
+    assert "Analytical Engine" in result["answer"] and result["citations"]
+    assert len(result["documents"]) == 4
+    cited = [result["documents"][c["number"] - 1] for c in result["citations"]]
+    assert any(d["metadata"]["source"].endswith("ada-lovelace.md") for d in cited)
+    assert {b["retriever"] for b in result["branches"]} == {"lexical", "dense"}
+    assert all(b["rerank_ms"] is not None for b in result["branches"] if b["status"] == "ok")
+    # the rewriter really ran, failed against the closed port, and the run said so
+    assert any(w.startswith("rewriter failed") for w in result["warnings"])
+    assert set(result["timings"]) >= NODES
+
+
+async def test_runs_stream_shows_each_node_and_each_branch_as_it_finishes(client_and_assistant):
+    client, assistant = client_and_assistant
+    nodes, progress = [], []
+    async for part in client.runs.stream(
+        None, assistant, input={"query": QUESTION}, stream_mode=["updates", "custom"]
+    ):
+        if part.event == "updates":
+            nodes.extend(part.data)
+        elif part.event == "custom":
+            progress.append(part.data)
+    assert NODES <= set(nodes)
+    assert nodes.index("rewrite") < nodes.index("fuse") < nodes.index("generate")
+    assert nodes.count("retrieve") == 2 and nodes.count("rerank") == 2
+    assert sorted(e["branch"] for e in progress) == ["q0:dense", "q0:lexical"]
+    assert all(e["event"] == "branch_finished" and e["status"] == "ok" for e in progress)
+
+
+async def test_context_knobs_apply_per_run(client_and_assistant):
+    client, assistant = client_and_assistant
+    knobs = {"retrievers": ["lexical"], "rerank": False, "rewriter": "none", "fusion_k": 10}
+    result = await client.runs.wait(None, assistant, input={"query": QUESTION}, context=knobs)
+    assert [(b["retriever"], b["rerank_ms"]) for b in result["branches"]] == [("lexical", None)]
+    assert "rewrite" not in result["timings"] and "rerank" not in result["timings"]
+    assert result["documents"][0]["fused_score"] == pytest.approx(1 / 11)
+    assert not any(w.startswith("rewriter failed") for w in result["warnings"])
+
+    with pytest.raises(Exception, match=r"KnobError: retrievers: unknown retriever"):
+        await client.runs.wait(
+            None, assistant, input={"query": QUESTION}, context={"retrievers": ["nope"]}
+        )
+
+
+async def test_assistant_schemas_are_narrow_and_complete(client_and_assistant):
+    client, assistant = client_and_assistant
+    schemas = await client.assistants.get_schemas(assistant)
+    request = schemas["input_schema"]
+    assert set(request["properties"]) == {"query", "top_k", "filters", "tenant"}
+    assert request["required"] == ["query"] and request["additionalProperties"] is False
+    assert set(schemas["output_schema"]["properties"]) == {
+        "answer",
+        "documents",
+        "queries",
+        "citations",
+        "branches",
+        "warnings",
+        "timings",
+    }
+    context = schemas["context_schema"]
+    assert set(context["properties"]) == {
+        "retrievers",
+        "retriever_top_k",
+        "fusion_k",
+        "fusion_weights",
+        "rerank",
+        "rewriter",
+    }
+    assert context["properties"]["rewriter"]["enum"] == ["multi_query", "decompose", "hyde", "none"]
+
+
+async def test_drawn_graph_has_every_node_and_the_fan_out_edges(client_and_assistant):
+    client, assistant = client_and_assistant
+    drawn = await client.assistants.get_graph(assistant)
+    nodes = {node["id"] for node in drawn["nodes"]}
+    assert NODES <= nodes
+    edges = {(edge["source"], edge["target"]) for edge in drawn["edges"]}
+    assert {
+        ("__start__", "rewrite"),
+        ("__start__", "retrieve"),
+        ("rewrite", "retrieve"),
+        ("retrieve", "rerank"),
+        ("rerank", "fuse"),
+        ("fuse", "generate"),
+        ("generate", "__end__"),
+    } <= edges
+
+
+def test_server_log_has_no_blocking_call_errors(dev_server):
+    server, _ = dev_server
+    log = server.log()
+    assert "/threads" in log or "runs" in log  # the runs above are in it
+    blocking = re.findall(r".*(?:BlockingError|[Bb]locking call).*", log)
+    assert not blocking, "\n".join(blocking[:5])
