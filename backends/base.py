@@ -27,6 +27,20 @@ MetadataFilter = Mapping[str, str | int | float | bool]
 """Flat metadata equality filter: every key must equal its value."""
 
 
+class StoreInUseError(RuntimeError):
+    """An embedded store (Qdrant local mode, Milvus Lite) is locked by another process; the
+    message names the path and what to do instead."""
+
+    def __init__(self, store: str, path: str, server: str):
+        self.store = store
+        self.path = path
+        super().__init__(
+            f"{store} at {path} is in use by another process: an embedded store allows one "
+            f"process per path. Stop the other process (a server or an ingest), give each "
+            f"process its own copy of the folder, or use a {server} server."
+        )
+
+
 def matches_filter(metadata: Mapping[str, Any], filters: MetadataFilter | None) -> bool:
     """True when every filter key is present in ``metadata`` with an equal value."""
     if not filters:

@@ -619,6 +619,23 @@ def _is_replaceable(target: Path) -> bool:
     return (target / MANIFEST_FILE).is_file() or not any(target.iterdir())
 
 
+def recover_interrupted_save(path: str | os.PathLike[str]) -> bool:
+    """Put back the previous index when a save was killed between its two renames (the index
+    moved aside, the new one not yet in place); True if it did. Only writers call this."""
+    target = Path(path)
+    if target.exists():
+        return False
+    backups = sorted(
+        (p for p in target.parent.glob(f".{target.name}.old-*") if (p / MANIFEST_FILE).is_file()),
+        key=lambda p: p.stat().st_mtime,
+    )
+    if not backups:
+        return False
+    os.rename(backups[-1], target)
+    logger.warning("%s: restored the index an interrupted save had moved aside", target)
+    return True
+
+
 def _replace_dir(staging: Path, target: Path) -> None:
     """Move the fully written ``staging`` dir to ``target``, replacing any existing index.
 

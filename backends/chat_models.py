@@ -7,6 +7,7 @@ which model it serves) and the path of the packaged SmolLM2 GGUF used as the off
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import urllib.error
@@ -34,6 +35,27 @@ class ChatModelSettings(BaseModel):
     max_retries: int = Field(default=2, ge=0, le=10)
 
 
+@functools.cache
+def compatible_chat_openai_class() -> type[BaseChatModel]:
+    """``ChatOpenAI`` for OpenAI-compatible servers (built once, on first use: importing
+    ``langchain_openai`` is deferred like every provider)."""
+    from langchain_openai import ChatOpenAI
+
+    class CompatibleChatOpenAI(ChatOpenAI):
+        """Sends the token limit as ``max_tokens``, the name every OpenAI-compatible server
+        reads (llama.cpp, vLLM, Ollama, LM Studio). langchain-openai renames it to
+        ``max_completion_tokens``, which llama-cpp-python's server silently ignores."""
+
+        def _get_request_payload(self, input_, *, stop=None, **kwargs):
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+            if "max_completion_tokens" in payload:
+                payload["max_tokens"] = payload.pop("max_completion_tokens")
+            return payload
+
+    CompatibleChatOpenAI.__qualname__ = "CompatibleChatOpenAI"
+    return CompatibleChatOpenAI
+
+
 def make_chat_model(settings: ChatModelSettings) -> BaseChatModel:
     """Build the chat model the settings describe."""
     provider = settings.provider or (
@@ -47,9 +69,7 @@ def make_chat_model(settings: ChatModelSettings) -> BaseChatModel:
     }
     common = {k: v for k, v in common.items() if v is not None}
     if provider == "openai_compatible":
-        from langchain_openai import ChatOpenAI
-
-        return ChatOpenAI(
+        return compatible_chat_openai_class()(
             model=settings.model,
             base_url=settings.base_url,
             api_key=settings.api_key or SecretStr("not-needed"),
@@ -86,7 +106,9 @@ def normalize_base_url(url: str) -> str:
     ``.../chat/completions`` loses it; any other path (``/v1``, ``/api/v1``) is kept."""
     parts = urlsplit(url.strip())
     if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise ValueError(f"--llm: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}")
+        raise ValueError(
+            f"--llm: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {url!r}"
+        )
     path = parts.path.rstrip("/")
     for suffix in ("/chat/completions", "/completions", "/models"):
         if path.endswith(suffix):

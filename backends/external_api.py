@@ -93,11 +93,16 @@ class ExternalAPISettings(BaseModel):
     api_key: SecretStr | None = None
     auth_header: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{1,64}$")
     auth_scheme: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]{0,32}$")
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, SecretStr] = Field(
+        default_factory=dict, description="sent as given; values are treated as secrets"
+    )
     timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     connect_timeout_seconds: float | None = Field(default=None, gt=0, le=600)
     max_response_bytes: int | None = Field(
         default=None, ge=0, description="response body cap; omitted or 0 = 4 MiB"
+    )
+    max_retries: int = Field(
+        default=2, ge=0, le=10, description="retries of transient failures (reset, 502/503/504)"
     )
     content_field: str = Field(default="content", min_length=1)
     # pinecone
@@ -124,7 +129,7 @@ class ExternalAPISettings(BaseModel):
 
     @field_validator("headers")
     @classmethod
-    def _header_names(cls, value: dict[str, str]) -> dict[str, str]:
+    def _header_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
         for name in value:
             if not re.match(r"^[A-Za-z0-9-]{1,64}$", name):
                 raise ValueError(f"invalid header name {name!r}")
@@ -260,12 +265,13 @@ class ExternalAPIRetriever(SearchKwargsRetriever):
                 connect_timeout_seconds=s.connect_timeout_seconds,
                 max_response_bytes=s.max_response_bytes,
                 secrets=[s.api_key, *s.headers.values()],
+                max_retries=s.max_retries,
             )
         return self._http
 
     def _headers(self) -> dict[str, str]:
         s = self.settings
-        headers = dict(s.headers)
+        headers = {name: value.get_secret_value() for name, value in s.headers.items()}
         key = secret_value(s.api_key)
         if key:
             name, scheme = DEFAULT_AUTH[s.request_format]

@@ -24,8 +24,9 @@ from parallel_rag.backends.text_analysis import analyze
 InjectionMode = Literal["tool_role", "system_prompt"]
 _SENTENCE_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 # "[2]" or a group "[1, 3]"; the leading space goes with it when a citation is dropped
-_CITATION = re.compile(r"(\s*)\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
+_CITATION = re.compile(r"([ \t]*)\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 _CITATION_SEPARATOR = re.compile(r"\s*[,;]\s*")
+_LINE_START_CITATION = re.compile(r"(?m)^([ \t]*)\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\][ \t]*")
 
 
 @dataclass
@@ -56,26 +57,38 @@ def cited_numbers(answer: str, available: int) -> tuple[list[int], list[int]]:
     valid: list[int] = []
     invalid: list[int] = []
     for match in _CITATION.finditer(answer):
-        for part in _CITATION_SEPARATOR.split(match.group(2)):
-            number = int(part)
+        for number in _kept_numbers(match.group(2), available)[0]:
             target = valid if 1 <= number <= available else invalid
             if number not in target:
                 target.append(number)
     return valid, invalid
 
 
+def _kept_numbers(numbers_text: str, available: int) -> tuple[list[int], list[int]]:
+    numbers = [int(part) for part in _CITATION_SEPARATOR.split(numbers_text)]
+    return numbers, list(dict.fromkeys(n for n in numbers if 1 <= n <= available))
+
+
 def drop_invalid_citations(answer: str, available: int) -> str:
     """``answer`` without citations of evidence numbers outside ``1..available``
     (``[2, 9]`` becomes ``[2]``; ``[9]`` disappears with the space before it)."""
 
+    def drop_line_opener(match: re.Match) -> str:
+        _, kept = _kept_numbers(match.group(2), available)
+        return match.group(0) if kept else match.group(1)  # gone, with the spaces after it
+
     def keep_valid(match: re.Match) -> str:
-        numbers = [int(part) for part in _CITATION_SEPARATOR.split(match.group(2))]
-        kept = list(dict.fromkeys(n for n in numbers if 1 <= n <= available))
+        lead, numbers_text = match.groups()
+        numbers, kept = _kept_numbers(numbers_text, available)
         if len(kept) == len(numbers):
             return match.group(0)
-        return f"{match.group(1)}[{', '.join(map(str, kept))}]" if kept else ""
+        if kept:
+            return f"{lead}[{', '.join(map(str, kept))}]"
+        # dropped whole: the space before it stays only when a word or citation follows directly
+        following = match.string[match.end() : match.end() + 1]
+        return lead if following and (following.isalnum() or following in "[(") else ""
 
-    return _CITATION.sub(keep_valid, answer)
+    return _CITATION.sub(keep_valid, _LINE_START_CITATION.sub(drop_line_opener, answer))
 
 
 def check_citations(text: str, available: int) -> GeneratedAnswer:
@@ -209,7 +222,9 @@ class ChatModelGenerator:
             system = "\n\n".join(part for part in (evidence, self.system_prompt) if part)
             return [SystemMessage(system), HumanMessage(query)]
         call_id = EVIDENCE_CALL_ID
-        messages: list[BaseMessage] = [SystemMessage(self.system_prompt)] if self.system_prompt else []
+        messages: list[BaseMessage] = (
+            [SystemMessage(self.system_prompt)] if self.system_prompt else []
+        )
         return messages + [
             HumanMessage(query),
             # non-empty content: llama.cpp's server (and other strict ones) refuse a null

@@ -11,14 +11,18 @@ Request filters become a Milvus boolean expression in that layout (``tenant == "
 validated at load time: no ``;``, no comments, no SQL statement keywords, balanced brackets.
 
 Milvus Lite allows one process per file; stores are cached per process so every branch,
-request and the ingester share one client, and calls on a local file are serialised.
+request and the ingester share one client, and calls on a local file are serialised. A second
+process opening the same file gets ``StoreInUseError`` naming the file.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import threading
+import traceback
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -30,6 +34,7 @@ from parallel_rag.backends.base import (
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
+    StoreInUseError,
     scored_document,
 )
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
@@ -178,6 +183,50 @@ def milvus_expression(
     return " and ".join(clauses) or None
 
 
+class _LiteTimestampNoise(logging.Filter):
+    """Milvus Lite's in-process gRPC server lacks ``AllocTimestamp``; pymilvus asks for it when
+    creating a collection, copes with the refusal, and grpc logs a traceback. Drop only that."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], NotImplementedError):
+            return "AllocTimestamp" not in "".join(traceback.format_tb(record.exc_info[2]))
+        return True
+
+
+_lite_filter = _LiteTimestampNoise()
+
+
+class _LiteLockNoise(logging.Filter):
+    """Milvus Lite logs a traceback when another process holds a file's lock; parallel-rag
+    reports that itself (``StoreInUseError`` naming the file), so the traceback is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "DataDirLockedError"
+
+
+_lite_lock_filter = _LiteLockNoise()
+
+
+def lite_lock_held(uri: str) -> bool:
+    """True when another process holds the lock of the Milvus Lite data at ``uri``."""
+    import fcntl
+
+    lock = Path(uri) / "LOCK"  # milvus_lite.db.LOCK_FILENAME
+    if not lock.is_file():
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 _stores: dict[tuple, Any] = {}
 _locks: dict[str, threading.Lock] = {}
 _registry_lock = threading.Lock()
@@ -210,21 +259,35 @@ def open_store(
     register_secrets([settings.token])
     if not settings.is_server:
         Path(args["uri"]).parent.mkdir(parents=True, exist_ok=True)
+        grpc_log = logging.getLogger("grpc._server")
+        if _lite_filter not in grpc_log.filters:
+            grpc_log.addFilter(_lite_filter)
+        lite_log = logging.getLogger("milvus_lite.server_manager")
+        if _lite_lock_filter not in lite_log.filters:
+            lite_log.addFilter(_lite_lock_filter)
     with _lock_for(args["uri"]):
-        store = Milvus(
-            embedding_function=load_embeddings(embedding_model, device),
-            collection_name=settings.collection,
-            connection_args=args,
-            consistency_level=settings.consistency_level,
-            index_params=dict(INDEX_PARAMS),
-            search_params={"metric_type": "COSINE", "params": {}},
-            auto_id=False,
-            primary_field=settings.primary_field,
-            text_field=settings.content_field,
-            vector_field=settings.vector_field,
-            enable_dynamic_field=settings.metadata_field is None,
-            metadata_field=settings.metadata_field,
-        )
+        in_use = False
+        try:
+            store = Milvus(
+                embedding_function=load_embeddings(embedding_model, device),
+                collection_name=settings.collection,
+                connection_args=args,
+                consistency_level=settings.consistency_level,
+                index_params=dict(INDEX_PARAMS),
+                search_params={"metric_type": "COSINE", "params": {}},
+                auto_id=False,
+                primary_field=settings.primary_field,
+                text_field=settings.content_field,
+                vector_field=settings.vector_field,
+                enable_dynamic_field=settings.metadata_field is None,
+                metadata_field=settings.metadata_field,
+            )
+        except Exception:
+            if settings.is_server or not lite_lock_held(args["uri"]):
+                raise
+            in_use = True
+        if in_use:  # raised outside the handler: pymilvus's "Open local milvus failed" says less
+            raise StoreInUseError("Milvus Lite file", args["uri"], "Milvus")
     with _registry_lock:
         return _stores.setdefault(key, store)
 

@@ -81,6 +81,9 @@ class OpenAIFileSearchSettings(BaseModel):
     max_response_bytes: int | None = Field(
         default=None, ge=0, description="response body cap; omitted or 0 = 4 MiB"
     )
+    max_retries: int = Field(
+        default=2, ge=0, le=10, description="retries of transient failures (reset, 502/503/504)"
+    )
     timeout_seconds: float = Field(default=30.0, gt=0, le=600)
     connect_timeout_seconds: float | None = Field(default=None, gt=0, le=600)
     organization: str | None = None
@@ -136,6 +139,7 @@ class OpenAIFileSearchRetriever(SearchKwargsRetriever):
                 connect_timeout_seconds=self.settings.connect_timeout_seconds,
                 max_response_bytes=self.settings.max_response_bytes,
                 secrets=[self.api_key],
+                max_retries=self.settings.max_retries,
             )
         return self._http
 

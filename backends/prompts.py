@@ -5,19 +5,23 @@ INSUFFICIENT_EVIDENCE = (
 )
 """The fixed answer when the evidence cannot support one; never produced by inventing."""
 
+# The rewriter prompts are worded for small instruction models too (tried on SmolLM2-135M):
+# asking for "search queries that would find documents" gets rephrasings and sub-questions,
+# while "rewrite the question" often gets an answer instead. The parser copes with the numbering
+# and echoes they still add.
 MULTI_QUERY_PROMPT = (
-    "You write search queries. Give {num_queries} different rephrasings of the question below, "
-    "one per line, with no numbering and no other text.\n\nQuestion: {query}"
+    "Write {num_queries} search queries that would find documents answering this question: "
+    "{query}\nUse different words in each query. Write one query per line and nothing else."
 )
 
 DECOMPOSE_PROMPT = (
-    "Break the question below into at most {num_queries} simpler sub-questions that together "
-    "answer it, one per line, with no numbering and no other text.\n\nQuestion: {query}"
+    "Question: {query}\nList the simpler questions someone must answer first to answer it, "
+    "one per line, at most {num_queries}. Do not answer them."
 )
 
 HYDE_PROMPT = (
-    "Write one short factual passage (3 sentences) that would answer the question below, as it "
-    "might appear in an encyclopedia. Write only the passage.\n\nQuestion: {query}"
+    "Write a short encyclopedia paragraph (about three sentences) that answers this question: "
+    "{query}"
 )
 
 REWRITER_PROMPTS = {

@@ -2,7 +2,8 @@
 server URL. ``similarity_threshold`` becomes Qdrant's ``score_threshold`` (cosine similarity).
 
 Local mode allows one process per path; clients are cached per process so every branch, request
-and the ingester share one.
+and the ingester share one. A second process opening the same path gets ``StoreInUseError``
+naming the path.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from parallel_rag.backends.base import MetadataFilter, SearchKwargsRetriever, scored_document
+from parallel_rag.backends.base import (
+    MetadataFilter,
+    SearchKwargsRetriever,
+    StoreInUseError,
+    scored_document,
+)
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from qdrant_client import QdrantClient, models
@@ -75,7 +81,12 @@ def shared_client(key: tuple[str, str], api_key: SecretStr | None = None) -> Qdr
                 _clients[key] = QdrantClient(location=value)
             else:
                 Path(value).mkdir(parents=True, exist_ok=True)
-                _clients[key] = QdrantClient(path=value)
+                try:
+                    _clients[key] = QdrantClient(path=value)
+                except RuntimeError as error:
+                    if "already accessed" not in str(error):
+                        raise
+                    raise StoreInUseError("Qdrant local storage", value, "Qdrant") from None
             _client_locks[key] = threading.Lock()
         return _clients[key]
 

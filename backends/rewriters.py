@@ -42,9 +42,15 @@ _VIEW_LABEL = re.compile(
 _HYDE_LABEL = re.compile(
     r"^\s*(?:hypothetical\s+)?(?:passage|answer|document|paragraph)\s*[:.-](?=\s|$)\s*", re.I
 )
+# "The answer to this question is: ..." (SmolLM2 opens with it when it answers instead)
+_ANSWER_LEAD_IN = re.compile(
+    r"^\s*(?:the\s+)?answer(?:\s+to\s+(?:this|the|your)\s+question)?\s+is\s*:\s*", re.I
+)
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s|$)")
 _EMPHASIS = re.compile(r"(\*\*|__)(.*?)\1")
 # "1. first 2. second 3. third" on one line: split before each later number.
-_INLINE_NUMBER = re.compile(r"\s+(?=(?:[2-9]|1[0-9])[.)]\s)")
+_INLINE_LIST = re.compile(r"^\s*1[.)]\s.*\s2[.)]\s")
+_INLINE_NUMBER = re.compile(r"\s+(?=\d{1,2}[.)]\s)")
 
 
 class EmptyRewriteError(ValueError):
@@ -98,6 +104,7 @@ def _clean_line(line: str) -> str:
     line = _EMPHASIS.sub(r"\2", line)
     for _ in range(2):  # "1. Query 2: ..." carries a marker and a label
         line = _VIEW_LABEL.sub("", _LIST_MARKER.sub("", line))
+    line = _ANSWER_LEAD_IN.sub("", line)
     return line.strip().strip("\"'`\u201c\u201d").strip()
 
 
@@ -105,9 +112,9 @@ def parse_query_lines(text: str, *, original: str, limit: int) -> list[str]:
     """Query strings from a model's list-ish output: markers stripped, echoes and dups dropped."""
     queries: list[str] = []
     seen = {_comparable(original)}
-    lines = text.splitlines()
-    if len([line for line in lines if line.strip()]) == 1:
-        lines = _INLINE_NUMBER.split(lines[0] if lines[0].strip() else text.strip())
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) == 1 and _INLINE_LIST.match(lines[0]):
+        lines = _INLINE_NUMBER.split(lines[0])
     for line in lines:
         candidate = _clean_line(line)
         if not candidate or candidate.endswith(":") and len(candidate) < 80:
@@ -123,12 +130,35 @@ def parse_query_lines(text: str, *, original: str, limit: int) -> list[str]:
     return queries
 
 
+def _drop_unfinished_sentence(passage: str) -> str:
+    """A passage cut by ``max_tokens`` ends mid-sentence: keep it up to its last full stop."""
+    ends = list(_SENTENCE_END.finditer(passage))
+    if not ends or ends[-1].end() == len(passage):
+        return passage
+    return passage[: ends[-1].end()]
+
+
 def parse_passage(text: str, *, original: str) -> str:
-    """HyDE's hypothetical passage: labels and headings dropped, paragraphs kept, bounded."""
-    lines = [_EMPHASIS.sub(r"\2", line).rstrip() for line in text.strip().splitlines()]
-    lines = [line for line in lines if not line.lstrip().startswith("#")]
-    passage = _HYDE_LABEL.sub("", "\n".join(lines).strip()).strip().strip("\"\u201c\u201d")
-    passage = _cut(passage.strip(), MAX_HYDE_CHARS)
+    """HyDE's hypothetical passage: labels, headings and repeated paragraphs dropped (small
+    models loop), an unfinished last sentence dropped, bounded to ``MAX_HYDE_CHARS``."""
+    lines = [_EMPHASIS.sub(r"\2", line).strip() for line in text.strip().splitlines()]
+    paragraphs: list[str] = []
+    seen: set[str] = set()
+    for line in lines:
+        key = _comparable(line)
+        if line.startswith("#") or key and key in seen:
+            continue
+        seen.add(key)
+        paragraphs.append(line)
+    passage = "\n".join(paragraphs).strip()
+    passage = re.sub(r"\n{3,}", "\n\n", passage)
+    passage = _ANSWER_LEAD_IN.sub("", _HYDE_LABEL.sub("", passage)).strip()
+    passage = passage.strip('"\u201c\u201d').strip()
+    if len(passage) > MAX_HYDE_CHARS:
+        head = passage[:MAX_HYDE_CHARS]
+        passage = _drop_unfinished_sentence(head) if _SENTENCE_END.search(head) else head
+    else:
+        passage = _drop_unfinished_sentence(passage)
     if _comparable(passage) in {"", _comparable(original)}:
         raise EmptyRewriteError("the HyDE rewriter returned no passage (empty or an echo)")
     return passage

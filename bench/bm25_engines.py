@@ -1,4 +1,6 @@
-"""Benchmark the BM25 backend on SciFact (not a test).
+"""Benchmark the BM25 backend on SciFact (not a test). The harness (``python -m bench``) runs
+both parts as its "BM25 engines" and "Scale: BM25" sections; this script stays as a quick
+standalone check of the engines alone.
 
 1. Quality: nDCG@10 on the SciFact test split (qrels/test.tsv, 300 queries) for the English
    Snowball analyzer vs the plain ``\\w+`` analyzer, on both engines (rankings should match).

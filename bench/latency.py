@@ -58,15 +58,19 @@ class DelayRetriever(BaseRetriever):
         return self._docs()
 
 
-def _timed(call: Callable[[], Any]) -> float:
-    started = time.perf_counter()
+def _timed(call: Callable[[], Any], cpu: list[float] | None = None) -> float:
+    started, started_cpu = time.perf_counter(), time.process_time()
     call()
+    if cpu is not None:
+        cpu.append((time.process_time() - started_cpu) * 1000)
     return (time.perf_counter() - started) * 1000
 
 
-async def _atimed(call: Callable[[], Any]) -> float:
-    started = time.perf_counter()
+async def _atimed(call: Callable[[], Any], cpu: list[float] | None = None) -> float:
+    started, started_cpu = time.perf_counter(), time.process_time()
     await call()
+    if cpu is not None:
+        cpu.append((time.process_time() - started_cpu) * 1000)
     return (time.perf_counter() - started) * 1000
 
 
@@ -175,6 +179,7 @@ def overhead(
         "EnsembleRetriever.ainvoke": lambda q: ensemble.ainvoke(q),
     }
     times: dict[str, list[float]] = {name: [] for name in [*methods_sync, *methods_async]}
+    cpu: dict[str, list[float]] = {name: [] for name in times}
     agree = 0
     loop = asyncio.new_event_loop()
     try:
@@ -185,9 +190,11 @@ def overhead(
                 loop.run_until_complete(acall(q))
         for q in queries:
             for name, call in methods_sync.items():
-                times[name].append(_timed(lambda c=call, q=q: c(q)))
+                times[name].append(_timed(lambda c=call, q=q: c(q), cpu[name]))
             for name, acall in methods_async.items():
-                times[name].append(loop.run_until_complete(_atimed(lambda c=acall, q=q: c(q))))
+                times[name].append(
+                    loop.run_until_complete(_atimed(lambda c=acall, q=q: c(q), cpu[name]))
+                )
             graph_ids = [d.id for d in fused.invoke(q)]
             hand_ids = [d.id for d in loop.run_until_complete(gather_rrf(q))]
             agree += graph_ids == hand_ids
@@ -195,9 +202,12 @@ def overhead(
         loop.close()
     stats = {name: summary_ms(v) for name, v in times.items()}
     base = stats["asyncio.gather + RRF (hand-written)"]
+    base_cpu = pct(cpu["asyncio.gather + RRF (hand-written)"], 50)
     for name, s in stats.items():
         s["ratio_p50"] = s["p50"] / base["p50"]
         s["ratio_p95"] = s["p95"] / base["p95"]
+        s["cpu_p50"] = pct(cpu[name], 50)
+        s["cpu_ratio_p50"] = s["cpu_p50"] / base_cpu if base_cpu else float("nan")
         log(
             f"[overhead] {name}: p50 {s['p50']:.2f} ms p95 {s['p95']:.2f} ms "
             f"(x{s['ratio_p50']:.2f} of gather p50)"

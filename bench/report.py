@@ -131,6 +131,22 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "ll",
         )
     )
+    sections = meta.get("sections") or {}
+    if sections:
+        parts.append(
+            _table(
+                ["section", "measured", "load avg at start (1/5/15)"],
+                [
+                    [
+                        name,
+                        f"{s['date']}" + (" (carried over)" if s.get("carried") else ""),
+                        s.get("load", "?"),
+                    ]
+                    for name, s in sections.items()
+                ],
+                "lll",
+            )
+        )
     if meta.get("notes"):
         parts.append("## What this run did and did not do")
         parts.append("\n".join(f"- {n}" for n in meta["notes"]))
@@ -281,15 +297,24 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         )
         parts.append(
             _table(
-                ["method", "p50 ms", "p95 ms", "mean ms", "x gather p50", "x gather p95"],
+                [
+                    "method",
+                    "p50 ms",
+                    "p95 ms",
+                    "x gather p50",
+                    "x gather p95",
+                    "CPU ms p50",
+                    "x gather CPU",
+                ],
                 [
                     [
                         name,
                         _f(s["p50"], 2),
                         _f(s["p95"], 2),
-                        _f(s["mean"], 2),
                         _f(s["ratio_p50"], 2),
                         _f(s["ratio_p95"], 2),
+                        _f(s.get("cpu_p50"), 2),
+                        _f(s.get("cpu_ratio_p50"), 2),
                     ]
                     for name, s in over["stats"].items()
                 ],
@@ -327,9 +352,21 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                     "queries",
                     "p50 ms",
                     "p95 ms",
+                    "CPU ms p50",
                 ],
                 [
-                    [f"{r['docs']:,}", r["engine"], "error", r["error"][:80], "", "", "", "", ""]
+                    [
+                        f"{r['docs']:,}",
+                        r["engine"],
+                        "error",
+                        r["error"][:80],
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
                     if "error" in r
                     else [
                         f"{r['docs']:,}",
@@ -341,10 +378,11 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                         r["query_ms"]["n"],
                         _f(r["query_ms"]["p50"], 2),
                         _f(r["query_ms"]["p95"], 2),
+                        _f(r.get("query_cpu_ms", {}).get("p50"), 2),
                     ]
                     for r in scale["bm25"]
                 ],
-                "rlrrrrrrr",
+                "rlrrrrrrrr",
             )
         )
         if scale.get("skipped"):
@@ -363,9 +401,10 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                     "disk MB",
                     "query p50 ms",
                     "query p95 ms",
+                    "client CPU ms p50",
                 ],
                 [
-                    [f"{r['docs']:,}", r["store"], "error", r["error"][:80], "", "", "", ""]
+                    [f"{r['docs']:,}", r["store"], "error", r["error"][:80], "", "", "", "", ""]
                     if "error" in r
                     else [
                         f"{r['docs']:,}",
@@ -376,10 +415,11 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                         _f(r["disk_mb"], 0),
                         _f(r["query_ms"]["p50"], 2),
                         _f(r["query_ms"]["p95"], 2),
+                        _f(r.get("query_cpu_ms", {}).get("p50"), 2),
                     ]
                     for r in scale["stores"]
                 ],
-                "rlrrrrrr",
+                "rlrrrrrrr",
             )
         )
     ing = results.get("ingest")
@@ -441,6 +481,7 @@ def plot(results: dict, out_dir: Path, prefix: str = "") -> dict[str, str]:
         ax.set_xlabel(f"branches (each sleeps {fan['delay_ms']:.0f} ms)")
         ax.set_ylabel("wall time per request, p50 (ms)")
         ax.set_xticks(x)
+        ax.set_ylim(bottom=0)
         ax.set_title("Fan-out latency vs number of branches")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -460,7 +501,7 @@ def plot(results: dict, out_dir: Path, prefix: str = "") -> dict[str, str]:
         if quality.get(key, {}).get("rows")
     ]
     if panels:
-        fig, axes = plt.subplots(len(panels), 1, figsize=(8, 3.2 * len(panels)), squeeze=False)
+        fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.4 * len(panels)), squeeze=False)
         colors = {
             "single": "#8da0cb",
             "single-tuned": "#a6b5dc",
@@ -473,7 +514,7 @@ def plot(results: dict, out_dir: Path, prefix: str = "") -> dict[str, str]:
         for ax, (key, measure, title) in zip(axes[:, 0], panels, strict=True):
             rows = quality[key]["rows"] + quality[key].get("rewriter_rows", [])
             labels = [
-                r["config"] if len(r["config"]) < 48 else r["config"][:45] + "..." for r in rows
+                r["config"] if len(r["config"]) < 70 else r["config"][:67] + "..." for r in rows
             ]
             values = [r[measure] for r in rows]
             ax.barh(range(len(rows)), values, color=[colors.get(r["kind"], "#999") for r in rows])

@@ -19,11 +19,14 @@ The ``over budget`` column is the share of candidates that ``overflow: reject`` 
 Usage::
 
     python bench/rerank.py [--data ../shared/data] [--candidates 20] [--queries 0]
-                           [--cross-encoder PATH] [--scorers embedding cross_encoder]
+                           [--distractors 0] [--threads 1] [--cross-encoder PATH]
+                           [--scorers embedding cross_encoder]
 
+``--queries N`` evaluates the first N judged queries (sorted ids); ``--distractors M`` indexes
+only the documents judged for them plus M random others (seed 13) instead of the whole corpus.
 Indexes, the probe model and a JSON copy of the results are kept under ``bench/out/rerank``.
-Prints markdown tables. On two busy cores the full run takes tens of minutes (mostly MiniLM
-over ~10k documents to index and 32k cross-encoder pairs); ``--queries N`` takes a subset.
+Prints markdown tables. Every model pass runs on ``--threads`` torch threads (default 1, so
+costs read as one CPU thread). The full run is ~10k documents to embed and ~32k pairs per scorer.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.backends.cross_encoder import CrossEncoderScorer
 from parallel_rag.backends.embeddings import bundled_model_path
 from parallel_rag.backends.rerank_scorers import EmbeddingSimilarityScorer
@@ -51,6 +55,7 @@ from parallel_rag.studio.evaluation import (
     DOC_ID_KEY,
     BeirCollection,
     MissingDatasetError,
+    corpus_chunks,
     index_corpus,
     load_beir,
     score_runs,
@@ -63,8 +68,10 @@ WORK = REPO_ROOT / "bench" / "out" / "rerank"
 DATASETS = ("scifact", "hotpotqa-dev500")
 MEASURE = "nDCG@10"
 RRF_K = 60
-PROBE_QUERIES = 400
+PROBE_QUERIES = 200
 PROBE_NEGATIVES = 3
+DISTRACTOR_SEED = 13
+COST_QUERIES = 5
 
 
 def pipeline(name: str, candidates: int) -> PipelineConfig:
@@ -81,10 +88,24 @@ def pipeline(name: str, candidates: int) -> PipelineConfig:
     )  # fmt: skip
 
 
+def subset(collection: BeirCollection, qids: list[str], distractors: int) -> BeirCollection:
+    """The evaluated queries with their judged documents plus ``distractors`` random others."""
+    queries = {q: collection.queries[q] for q in qids}
+    qrels = {q: collection.qrels[q] for q in qids}
+    if not distractors:
+        return BeirCollection(collection.corpus, queries, qrels)
+    judged = {doc for rels in qrels.values() for doc in rels}
+    others = sorted(set(collection.corpus) - judged)
+    sample = random.Random(DISTRACTOR_SEED).sample(others, min(distractors, len(others)))
+    keep = judged | set(sample)
+    corpus = {k: v for k, v in collection.corpus.items() if k in keep}
+    return BeirCollection(corpus, queries, qrels)
+
+
 def indexed(name: str, collection: BeirCollection, candidates: int) -> tuple[dict, Path]:
-    """BM25 + Qdrant over the whole corpus, built once under bench/out and reused."""
+    """BM25 + Qdrant over ``collection.corpus``, built once under bench/out and reused."""
     base_dir = WORK / "index" / name
-    config = pipeline(name, candidates)
+    config = pipeline(name.split("@")[0], candidates)
     marker = base_dir / "INDEXED"
     if not marker.exists():
         base_dir.mkdir(parents=True, exist_ok=True)
@@ -185,13 +206,13 @@ def probe_cross_encoder(folder: Path, data: Path, candidates: int) -> str:
 
     started = time.perf_counter()
     train = load_beir(data / "scifact", split="train")
-    retrievers, _ = indexed("scifact", train, candidates)
-    bm25 = retrievers["bm25"]
+    chunks = corpus_chunks(train.corpus)
+    bm25 = BM25Index.from_chunks([(c.id, c.content, c.metadata) for c in chunks])
     rng = random.Random(7)
     queries, passages, labels = [], [], []
     for qid in rng.sample(sorted(train.queries), min(PROBE_QUERIES, len(train.queries))):
         text, relevant = train.queries[qid], train.qrels[qid]
-        ranked = [d.metadata[DOC_ID_KEY] for d in bm25.invoke(text, k=candidates)]
+        ranked = [h.chunk.metadata[DOC_ID_KEY] for h in bm25.search(text, k=candidates)]
         negatives = [d for d in ranked if d not in relevant][:PROBE_NEGATIVES]
         for doc_id, label in [*[(d, 1.0) for d in relevant], *[(d, 0.0) for d in negatives]]:
             doc = train.corpus[doc_id]
@@ -235,7 +256,7 @@ def probe_cross_encoder(folder: Path, data: Path, candidates: int) -> str:
     return str(folder)
 
 
-def cost_at(scorer, branches, candidates: int, queries: int = 20) -> float:
+def cost_at(scorer, branches, candidates: int, queries: int = COST_QUERIES) -> float:
     """Mean ms of one rerank of ``candidates`` BM25 hits (re-retrieved at that depth)."""
     node = make_rerank_node(scorer, top_k=None, on_failure="warn", max_candidates=candidates)
     times = []
@@ -251,11 +272,16 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--candidates", type=int, default=20, help="hits per branch")
     parser.add_argument("--queries", type=int, default=0, help="first N judged queries (0 = all)")
+    parser.add_argument("--distractors", type=int, default=0, help="corpus subset (0 = all)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--scorers", nargs="+", default=["embedding", "cross_encoder"])
     parser.add_argument("--cross-encoder", default=None, help="a real cross-encoder path/name")
     parser.add_argument("--cost-candidates", type=int, default=50, help="depth of the cost row")
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     scorers: dict[str, Any] = {}
     if "embedding" in args.scorers:
@@ -282,14 +308,18 @@ def main() -> None:
         qids = sorted(collection.queries)
         if args.queries:
             qids = qids[: args.queries]
-        queries = {q: collection.queries[q] for q in qids}
-        qrels = {q: collection.qrels[q] for q in qids}
-        retrievers, _ = indexed(name, collection, args.candidates)
+        collection = subset(collection, qids, args.distractors)
+        queries, qrels = collection.queries, collection.qrels
+        tag = f"{name}@q{len(qids)}-d{args.distractors}" if args.distractors else name
+        retrievers, _ = indexed(tag, collection, args.candidates)
+        record[name] = {"queries": len(queries), "documents": len(collection.corpus)}
         branches = retrieve(retrievers, queries, args.candidates)
         before = quality(branches, qrels)
-        record[name] = {"queries": len(queries), "none": before}
-        rows_quality.append((name, len(queries), "none (retrieval order)", before, None))
-        deep = retrieve({"bm25": retrievers["bm25"]}, dict(list(queries.items())[:20]), 50)
+        record[name]["none"] = before
+        size = f"{len(queries)} / {len(collection.corpus)}"
+        rows_quality.append((name, size, "none (retrieval order)", before, None))
+        first = dict(list(queries.items())[:COST_QUERIES])
+        deep = retrieve({"bm25": retrievers["bm25"]}, first, args.cost_candidates)
         for key, scorer in scorers.items():
             share = over_budget_share(scorer, branches)
             started = time.perf_counter()
@@ -306,7 +336,7 @@ def main() -> None:
                 "failures": failures,
                 f"cost_at_{args.cost_candidates}_ms": deep_cost,
             }
-            rows_quality.append((name, len(queries), label[key], after, before))
+            rows_quality.append((name, size, label[key], after, before))
             all_costs = [c for v in costs.values() for c in v]
             rows_cost.append(
                 (
@@ -328,7 +358,7 @@ def main() -> None:
         f"## Effect: {MEASURE}, {args.candidates} candidates per branch, both branches "
         f"reranked, RRF k={RRF_K}\n"
     )
-    print("| data set | queries | scorer | bm25 | dense | fused |")
+    print("| data set | queries / docs | scorer | bm25 | dense | fused |")
     print("|---|---:|---|---:|---:|---:|")
     for name, n, scorer_label, after, before in rows_quality:
         cells = []
@@ -336,7 +366,10 @@ def main() -> None:
             delta = "" if before is None else f" ({after[column] - before[column]:+.3f})"
             cells.append(f"{after[column]:.3f}{delta}")
         print(f"| {name} | {n} | {scorer_label} | " + " | ".join(cells) + " |")
-    print(f"\n## Cost on CPU ({os.cpu_count()} cores, shared), rerank node wall time\n")
+    print(
+        f"\n## Cost: rerank node wall time, {args.threads} torch thread(s) on a shared "
+        f"{os.cpu_count()}-core CPU (load average {os.getloadavg()[0]:.1f} at the end)\n"
+    )
     print(
         f"| data set | scorer | ms/branch (mean) | ms/branch (p95) | ms/query (2 branches) "
         f"| ms/candidate | ms/rerank of {args.cost_candidates} | over budget | refused |"

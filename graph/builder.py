@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.graph.components import (
     make_generator,
@@ -58,13 +59,9 @@ class RAGGraph(CompiledStateGraph):
 
 
 def _validated(value: Any) -> Any:
-    if (
-        value is None
-        or not isinstance(value, dict | str | RAGRequest)
-        and not hasattr(value, "to_string")
-    ):
+    if value is None or isinstance(value, Command):
         return value  # resume / Command inputs pass through untouched
-    return coerce_request(value)
+    return coerce_request(value)  # anything else must be a request (a number is a clear error)
 
 
 def _resolve_config(

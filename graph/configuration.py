@@ -162,6 +162,9 @@ BackendEntry = Annotated[
 """A backend a ``hybrid`` may use as its primary or fallback (anything but another hybrid)."""
 
 
+NESTED_BACKENDS = {"bm25", "qdrant", "milvus", "external_api", "openai", "vectorstore", "mcp"}
+
+
 class HybridSettings(HybridOptions):
     """``backend_config`` of a ``hybrid``: its strategy (owned by ``backends/hybrid.py``) plus
     a primary and an optional fallback, each a full backend entry."""
@@ -373,6 +376,9 @@ def format_validation_error(error: ValidationError, source: str) -> str:
         loc = list(problem["loc"])
         if len(loc) > 2 and loc[0] == "retrievers" and isinstance(loc[1], int):
             del loc[2]  # the discriminator tag (backend name) pydantic inserts
+            if loc[2:4] in (["backend_config", "primary"], ["backend_config", "fallback"]):
+                if len(loc) > 4 and loc[4] in NESTED_BACKENDS:
+                    del loc[4]  # the same tag on a hybrid's leg
         message = problem["msg"].removeprefix("Value error, ")
         path = ".".join(str(part) for part in loc)
         lines.append(f"  {path}: {message}" if path else f"  {message}")
@@ -470,6 +476,8 @@ def with_llm_endpoint(
         rewriter = dict(data.get("rewriter") or {})
         rewriter_llm = llm if base_url is not None else rewriter.get("llm") or llm
         if rewriter_llm is None:
-            raise ConfigError("--rewriter: needs --llm URL, or rewriter.llm/generator.llm in the config")
+            raise ConfigError(
+                "--rewriter: needs --llm URL, or rewriter.llm/generator.llm in the config"
+            )
         data["rewriter"] = {**rewriter, "kind": rewriter_kind, "llm": rewriter_llm}
     return parse_config(data, source="configuration with --llm/--rewriter")

@@ -21,7 +21,7 @@ from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RewriterKnob = Literal["multi_query", "decompose", "hyde", "none"]
-RetrieverName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,40}$")]
+RetrieverName = Annotated[str, Field(min_length=1, max_length=100)]  # checked against the graph
 
 
 def drop_null_branches(schema: dict[str, Any]) -> None:
@@ -78,6 +78,16 @@ class RAGContext(BaseModel):
 
 KNOBS: frozenset[str] = frozenset(RAGContext.model_fields)
 
+SETTINGS_NOT_KNOBS: frozenset[str] = frozenset(
+    """endpoint url base_url api_base openai_api_base api_key openai_api_key api_key_env token
+    headers auth_header auth_scheme organization project uri path index_path location root
+    collection vector_store_id db_name namespace class_name backend backend_config primary
+    fallback embeddings request_template filter_expression tenant_field""".split()
+)
+"""Configuration fields a run might try to set through ``configurable``: refused by name, so
+a hostile payload fails loudly instead of being silently ignored (none is ever read from a
+run's config). Generic names such as ``model`` stay free for composed LCEL apps."""
+
 
 class KnobError(ValueError):
     """A per-run setting the pipeline cannot honour; ``field`` is its dotted path."""
@@ -99,7 +109,15 @@ def _parse(data: Mapping[str, Any], where: str) -> RAGContext:
 
 def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGContext:
     """The run's knobs: each one set in the Runtime ``context`` wins over the same name in
-    ``configurable``; other ``configurable`` keys (thread ids, server headers) are not knobs."""
+    ``configurable``; other ``configurable`` keys (thread ids, server headers) are not knobs,
+    but one naming an endpoint, key, path or backend setting is refused."""
+    hostile = sorted(set(configurable or {}) & SETTINGS_NOT_KNOBS)
+    if hostile:
+        raise KnobError(
+            f"configurable.{hostile[0]}",
+            f"not a per-run setting: endpoints, keys, paths and backends come only from the "
+            f"configuration file (per-run knobs: {sorted(KNOBS)})",
+        )
     picked = {k: v for k, v in (configurable or {}).items() if k in KNOBS and v is not None}
     knobs = _parse(picked, "configurable")
     if context is None:

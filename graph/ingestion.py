@@ -3,8 +3,11 @@ index (BM25, Qdrant, Milvus and managed vector stores, including those a ``hybri
 replacing earlier chunks of the same files. ``store=NAME`` (``parallel-rag ingest --store
 NAME``) writes into the managed vector store ``NAME`` only, creating it if needed.
 
-All files are read and validated before anything is written, so a bad file leaves every index
-as it was. Embeddings are computed once and shared by all dense stores.
+All files are read and validated, embedded (once, shared by all dense stores) and every store
+opened before anything is written, so a bad file, a missing model or a store another process
+holds leaves every index as it was. Chunk ids are stable and each index replaces a file's
+chunks as a whole, so an ingest killed halfway converges when run again: every chunk present
+exactly once, the same ids in every index; re-ingesting unchanged files changes nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.bm25 import BM25Index
+from parallel_rag.backends.bm25 import BM25Index, recover_interrupted_save
 from parallel_rag.backends.document_loading import (
     Chunk,
     DocumentLoadError,
@@ -23,8 +26,9 @@ from parallel_rag.backends.document_loading import (
     load_chunks,
 )
 from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.milvus import open_store as open_milvus_store
 from parallel_rag.backends.milvus import write_chunks as write_milvus_chunks
-from parallel_rag.backends.qdrant import write_chunks
+from parallel_rag.backends.qdrant import shared_client, write_chunks
 from parallel_rag.backends.vectorstore import DEFAULT_ROOT
 from parallel_rag.backends.vectorstore import write_chunks as write_store_chunks
 from parallel_rag.graph.components import resolve_path
@@ -55,18 +59,21 @@ class IngestReport:
 def replace_in_bm25(
     entry: BM25Entry, base_dir: Path, chunks: Sequence[Chunk], file_ids: set[str]
 ) -> int:
-    """Rebuild the BM25 index with the files' old chunks swapped for the new ones."""
+    """Rebuild the BM25 index with the files' old chunks swapped for the new ones (nothing is
+    written when they are the same chunks under the same parameters)."""
     settings = entry.backend_config
     path = Path(resolve_path(settings.index_path, base_dir))
     kept: list[tuple[str, str, dict[str, Any]]] = []
+    fresh = [(c.id, c.content, c.metadata) for c in chunks]
     if path.exists():
         existing = BM25Index.load(path, "bm25s")  # only its chunks are needed
-        kept = [
-            (c.id, c.content, c.metadata)
-            for c in existing.chunks
-            if c.metadata.get("file_id") not in file_ids
-        ]
-    merged = kept + [(c.id, c.content, c.metadata) for c in chunks]
+        kept, old = [], []
+        for c in existing.chunks:
+            replaced = c.metadata.get("file_id") in file_ids
+            (old if replaced else kept).append((c.id, c.content, c.metadata))
+        if old == fresh and (existing.k1, existing.b) == (settings.k1, settings.b):
+            return len(existing)
+    merged = kept + fresh
     index = BM25Index.from_chunks(merged, engine=settings.engine, k1=settings.k1, b=settings.b)
     index.save(path)
     return len(merged)
@@ -110,6 +117,24 @@ def embed_chunks(
             embeddings.embed_documents([c.content for c in chunks[start : start + EMBED_BATCH]])
         )
     return vectors
+
+
+def open_stores(targets: Sequence[RetrieverEntry], config: PipelineConfig, base_dir: Path) -> None:
+    """Open every embedded store (taking its process lock) and resume an interrupted BM25 save,
+    before anything is written: a store in use elsewhere fails the ingest while all is intact."""
+    for entry in targets:
+        if isinstance(entry, QdrantEntry):
+            settings = entry.backend_config
+            shared_client(settings.connection_key(base_dir), settings.api_key)
+        elif isinstance(entry, MilvusEntry):
+            open_milvus_store(
+                entry.backend_config,
+                base_dir,
+                config.embeddings.model,
+                config.embeddings.device,
+            )
+        elif isinstance(entry, BM25Entry):
+            recover_interrupted_save(resolve_path(entry.backend_config.index_path, base_dir))
 
 
 def ingest_paths(
@@ -156,12 +181,11 @@ def ingest_paths(
     file_ids = {file_id_for(path) for path in files}
     report = IngestReport(files=[str(p) for p in files], chunks=len(chunks))
 
+    open_stores(targets, config, base_dir)  # a store another process holds fails here, early
     vectors: list[list[float]] | None = None
+    if any(isinstance(entry, DENSE_TARGETS) for entry in targets):
+        vectors = embed_chunks(chunks, config.embeddings.model, config.embeddings.device, progress)
     for entry in targets:
-        if isinstance(entry, DENSE_TARGETS) and vectors is None:
-            vectors = embed_chunks(
-                chunks, config.embeddings.model, config.embeddings.device, progress
-            )
         columns = {
             "ids": [c.id for c in chunks],
             "texts": [c.content for c in chunks],

@@ -19,6 +19,7 @@ from parallel_rag.nodes.retrieve import describe_error
 
 logger = logging.getLogger(__name__)
 
+
 class QueryRewriter(Protocol):
     def rewrite(self, query: str, config=None) -> list[tuple[str, str]]: ...
 

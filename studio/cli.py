@@ -93,15 +93,35 @@ def run_with_progress(graph, request: dict, *, show: bool = True, out=None) -> d
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from parallel_rag.studio.admission import AdmissionLimits
     from parallel_rag.studio.serve import serve
 
-    serve(args.config, host=args.host, port=args.port, path=args.path)
+    limits = AdmissionLimits(max_concurrency=args.max_concurrency, max_queue=args.max_queue)
+    serve(args.config, host=args.host, port=args.port, path=args.path, limits=limits)
     return 0
+
+
+def parse_filters(items: list[str] | None) -> dict[str, str]:
+    """``--filter KEY=VALUE`` options as a flat equality filter."""
+    filters = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--filter: expected KEY=VALUE, got {item!r}")
+        filters[key.strip()] = value
+    return filters
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.state import coerce_request
 
+    request: dict = {"query": args.question, "top_k": args.top_k}
+    if args.filter:
+        request["filters"] = parse_filters(args.filter)
+    if args.tenant is not None:
+        request["tenant"] = args.tenant
+    coerce_request(request)  # a bad request fails here, before any model or store is loaded
     if args.llm or args.model or args.rewriter:
         from parallel_rag.graph.configuration import with_llm_endpoint
 
@@ -112,11 +132,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         graph = build_graph(pipeline, base_dir=base_dir)
     else:
         graph = build_graph(args.config)
-    request: dict = {"query": args.question, "top_k": args.top_k}
-    if args.filter:
-        request["filters"] = dict(item.split("=", 1) for item in args.filter)
-    if args.tenant:
-        request["tenant"] = args.tenant
     result = run_with_progress(graph, request, show=not args.no_progress)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
@@ -185,11 +200,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--path", default="/rag", help="route prefix (default /rag)")
+    serve.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=16,
+        help="graph runs at once (default 16); more requests wait in the queue",
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=int,
+        default=64,
+        help="requests waiting at most (default 64); beyond it: 503 with Retry-After",
+    )
     serve.set_defaults(run=cmd_serve)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from parallel_rag.backends.base import StoreInUseError
     from parallel_rag.backends.document_loading import DocumentLoadError
     from parallel_rag.graph.configuration import ConfigError
     from parallel_rag.nodes.errors import RAGError
@@ -210,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         ValueError,
         FileNotFoundError,
         LookupError,
+        StoreInUseError,
     ) as error:
         print(f"parallel-rag: {error}", file=sys.stderr)
         return 1

@@ -1,7 +1,9 @@
 """The graph ``langgraph.json`` serves (LangGraph Studio / ``langgraph dev``).
 
 Built from ``$PARALLEL_RAG_CONFIG`` or ./parallel-rag.yaml, else the embedded defaults. It has
-no checkpointer of its own: the LangGraph server supplies persistence.
+no checkpointer of its own: the LangGraph server supplies persistence. Studio shows its input
+(``RAGRequest``), output (``RAGResult``) and context (``RAGContext``: the per-run knobs) schemas;
+the retrieve node reports each branch on the ``custom`` stream as it finishes.
 """
 
 import os

@@ -33,7 +33,8 @@ from parallel_rag.graph.context import (  # noqa: E402
 )
 from parallel_rag.graph.state import RAGRequest  # noqa: E402
 from parallel_rag.nodes.errors import BlockedError  # noqa: E402
-from pydantic import BaseModel, ConfigDict, create_model  # noqa: E402
+from parallel_rag.studio.admission import AdmissionControl, AdmissionLimits  # noqa: E402
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model  # noqa: E402
 
 DEFAULT_PATH = "/rag"
 ENDPOINTS = (
@@ -58,8 +59,8 @@ class ServedRequest(RAGRequest):
 
 RunConfig = create_model(
     "RunConfig",
-    __config__=ConfigDict(extra="ignore"),
-    configurable=(RAGContext, {}),  # LangServe copies plain defaults only
+    __config__=ConfigDict(extra="ignore", json_schema_extra=drop_null_branches),
+    configurable=(RAGContext | None, None),
 )
 
 
@@ -68,6 +69,34 @@ class ServedGraph(RunnableBinding):
 
     def config_schema(self, *, include=None) -> type[BaseModel]:
         return RunConfig
+
+
+def _graph_default(obj: Any) -> Any:
+    """JSON for what LangGraph puts in events (``Send``, ``Command``) besides LangChain objects;
+    anything else unknown is named by its type only (never its repr: no settings leak)."""
+    from langgraph.types import Command, Send
+    from langserve.serialization import default
+
+    if isinstance(obj, Send):
+        return {"send": obj.node, "arg": obj.arg}
+    if isinstance(obj, Command):
+        return {"goto": obj.goto, "update": obj.update}
+    try:
+        return default(obj)
+    except TypeError:
+        return {"type": type(obj).__name__}
+
+
+def graph_serializer():
+    """LangServe's serializer, taught LangGraph's event values (``/stream_events`` needs it)."""
+    import orjson
+    from langserve.serialization import WellKnownLCSerializer
+
+    class GraphSerializer(WellKnownLCSerializer):
+        def dumps(self, obj: Any) -> bytes:
+            return orjson.dumps(obj, default=_graph_default)
+
+    return GraphSerializer()
 
 
 def openai_error(message: str, kind: str, code: str, param: str | None = None) -> dict:
@@ -106,10 +135,17 @@ async def _blocked(request: Request, error: BlockedError) -> JSONResponse:
     return JSONResponse(status_code=503, content=body)
 
 
+def _large(value: Any, limit: int = 1000) -> bool:
+    return len(value if isinstance(value, str) else repr(value)) > limit
+
+
 async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-    """FastAPI's ``detail`` list, plus an OpenAI-style ``error`` naming the first bad field."""
+    """FastAPI's ``detail`` list, plus an OpenAI-style ``error`` naming the first bad field.
+    A large offending value is not echoed back (a 1 MB query gets a short answer)."""
     problems = [
-        {k: v for k, v in p.items() if k != "ctx"} if isinstance(p, dict) else {"msg": str(p)}
+        {k: v for k, v in p.items() if k != "ctx" and not (k == "input" and _large(v))}
+        if isinstance(p, dict)
+        else {"msg": str(p)}
         for p in error.errors()
     ]
     first = problems[0] if problems else {"msg": "invalid request"}
@@ -127,14 +163,35 @@ async def _invalid(request: Request, error: RequestValidationError) -> JSONRespo
     return JSONResponse(status_code=422, content=body)
 
 
+async def _invalid_batch_input(request: Request, error: ValidationError) -> JSONResponse:
+    """LangServe validates each input of a batch without translating the error: a 422 naming
+    the field, as for a single input (``inputs.query``), instead of a 500."""
+    where = "inputs" if request.url.path.rstrip("/").endswith("/batch") else "input"
+    problems = [
+        {"loc": [where, *p["loc"]], "msg": p["msg"], "type": p["type"]} for p in error.errors()
+    ]
+    return await _invalid(request, RequestValidationError(problems))
+
+
 def create_app(
-    graph: RAGGraph | None = None, *, config: ConfigSource = None, path: str = DEFAULT_PATH
+    graph: RAGGraph | None = None,
+    *,
+    config: ConfigSource = None,
+    path: str = DEFAULT_PATH,
+    limits: AdmissionLimits | None = None,
 ) -> FastAPI:
-    """The FastAPI app serving ``graph`` (default: built from ``config``) at ``path``."""
+    """The FastAPI app serving ``graph`` (default: built from ``config``) at ``path``, with
+    bounded concurrency (``studio/admission.py``: beyond the bound, a queue, then 503)."""
     from langserve import add_routes
 
     graph = graph if graph is not None else build_graph(config)
-    served = ServedGraph(bound=graph, kwargs={}, config={}, custom_input_type=ServedRequest)
+    limits = limits or AdmissionLimits()
+    served = ServedGraph(
+        bound=graph,
+        kwargs={},
+        config={"max_concurrency": limits.max_concurrency},  # a batch runs this many at once
+        custom_input_type=ServedRequest,
+    )
     app = FastAPI(
         title="parallel-rag",
         description="Parallel RAG on LangGraph, served with LangServe",
@@ -148,9 +205,12 @@ def create_app(
             path=path,
             enabled_endpoints=list(ENDPOINTS),
             per_req_config_modifier=make_config_guard(getattr(graph, "knob_scope", None)),
+            serializer=graph_serializer(),
         )
     app.add_exception_handler(BlockedError, _blocked)
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(ValidationError, _invalid_batch_input)
+    app.add_middleware(AdmissionControl, limits=limits)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -171,8 +231,10 @@ def serve(
     port: int = 8000,
     path: str = DEFAULT_PATH,
     log_level: str = "info",
+    limits: AdmissionLimits | None = None,
 ) -> None:
     """Build the graph and run the app under uvicorn (blocks until stopped)."""
     import uvicorn
 
-    uvicorn.run(create_app(config=config, path=path), host=host, port=port, log_level=log_level)
+    app = create_app(config=config, path=path, limits=limits)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest_llm import llm_server, llm_settings  # noqa: F401  (SmolLM2 server)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

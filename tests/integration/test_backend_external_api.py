@@ -33,6 +33,7 @@ from parallel_rag.nodes.errors import BlockedError
 pytestmark = pytest.mark.integration
 
 KEY = "sk-test-SECRET-4f9a2c7e"
+EXTRA = "hdr-SECRET-91b0"
 CUSTOM_TEMPLATE = '{"q": "{{query}}", "k": {{top_k}}, "min": {{threshold}}, "filters": {{filters}}}'
 ACME = {"tenant": "acme"}
 
@@ -382,15 +383,19 @@ def test_api_key_never_appears_in_errors_records_or_logs(caplog):
     """A service echoing the credentials back, and a key in the URL, still leak nothing."""
 
     def echo(request):
-        return Reply(401, f"bad credentials: {request.headers.get('Authorization')}".encode())
+        sent = f"{request.headers.get('Authorization')} {request.headers.get('X-Extra')}"
+        return Reply(401, f"bad credentials: {sent}".encode())
 
     caplog.set_level(logging.DEBUG)
     with LoopbackServer(echo) as server:
-        config = custom_config(server, endpoint=f"{server.url}/search?key={KEY}")
+        config = custom_config(
+            server, endpoint=f"{server.url}/search?key={KEY}", headers={"X-Extra": EXTRA}
+        )
         with pytest.raises(BackendRequestError) as caught:
             external(config).invoke("q")
         assert "HTTP 401" in str(caught.value) and "bad credentials" in str(caught.value)
         assert KEY not in str(caught.value) and KEY not in repr(caught.value.__context__)
+        assert EXTRA not in str(caught.value)
 
         graph = build_graph(
             {
@@ -409,7 +414,7 @@ def test_api_key_never_appears_in_errors_records_or_logs(caplog):
     dumped = json.dumps(result)
     assert "HTTP 401" in dumped
     assert KEY not in dumped
-    assert KEY not in caplog.text
+    assert KEY not in caplog.text and EXTRA not in dumped
     assert KEY not in repr(graph)
 
 

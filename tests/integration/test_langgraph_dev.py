@@ -54,6 +54,7 @@ def dev_server(example_index, tmp_path_factory):
         "--port",
         str(port),
     ]
+    # from the repo root, as a user runs it (its state goes to the git-ignored .langgraph_api/)
     server = ServerProcess(
         command, env=server_env(config_path), cwd=REPO_ROOT, log_path=workdir / "server.log"
     )

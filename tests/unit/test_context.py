@@ -5,6 +5,7 @@ config guard, and ``ParallelFusionRetriever`` — all offline, on in-test retrie
 from __future__ import annotations
 
 import io
+import json
 import threading
 
 import pytest
@@ -303,3 +304,21 @@ async def test_parallel_fusion_retriever_stops_before_generate_and_takes_knobs(f
     assert graph.get_graph().nodes["generate"]  # it exists, it just never ran
     with_context = ParallelFusionRetriever(graph=graph, context=RAGContext(retrievers=["a"]))
     assert [d.id for d in with_context.invoke(QUESTION)] == ["paris", "lyon"]
+
+
+def test_served_schemas_have_no_null_branches_for_the_playground_form(fakes):
+    """LangServe's playground cannot draw ``{"type": "null"}``; the served input and config
+    schemas show optional fields as their type (validation is unchanged)."""
+    from fastapi.testclient import TestClient
+    from parallel_rag.studio.serve import create_app
+
+    client = TestClient(create_app(graph_of(two_lists(fakes))))
+    for route in ("input_schema", "config_schema"):
+        schema = client.get(f"/rag/{route}").json()
+        assert '"type": "null"' not in json.dumps(schema), route
+    request = client.get("/rag/input_schema").json()
+    assert set(request["properties"]) == {"query", "top_k", "filters", "tenant"}
+    accepted = client.post("/rag/invoke", json={"input": {"query": QUESTION, "tenant": None}})
+    assert accepted.status_code == 200  # null still means unset
+    refused = client.post("/rag/invoke", json={"input": {"query": QUESTION, "tenant": ""}})
+    assert refused.status_code == 422 and refused.json()["error"]["param"] == "input.tenant"
