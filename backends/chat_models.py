@@ -117,7 +117,7 @@ def normalize_base_url(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path or "/v1", "", ""))
 
 
-def served_model_name(base_url: str, *, timeout: float = 10.0, api_key: str | None = None) -> str:
+def served_model_name(base_url: str, *, timeout: float = 30.0, api_key: str | None = None) -> str:
     """The first model id an OpenAI-compatible server lists at ``GET {base_url}/models``."""
     request = urllib.request.Request(base_url.rstrip("/") + "/models")
     if api_key:

@@ -38,6 +38,30 @@ def register_secrets(values: Iterable[SecretStr | str | None]) -> list[str]:
     return plain
 
 
+def secrets_in(value: object) -> list[SecretStr | str]:
+    """Every secret a configuration holds: its ``SecretStr`` fields (API keys, tokens) and the
+    values of its ``headers`` mappings (auth headers), walked through nested models."""
+    from pydantic import BaseModel
+
+    found: list[SecretStr | str] = []
+    if isinstance(value, SecretStr):
+        found.append(value)
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            field = getattr(value, name, None)
+            if name == "headers" and isinstance(field, dict):
+                found.extend(v for v in field.values() if isinstance(v, str))
+            else:
+                found.extend(secrets_in(field))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found.extend(secrets_in(item))
+    elif isinstance(value, dict):
+        for item in value.values():
+            found.extend(secrets_in(item))
+    return found
+
+
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     """``text`` with every known secret (and the given ones) replaced by ``***``."""
     with _lock:

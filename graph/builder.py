@@ -18,6 +18,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from parallel_rag.backends.base import retrieval_kind_of
+from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.secrets import register_secrets, secrets_in
 from parallel_rag.graph.components import (
     make_generator,
     make_retriever,
@@ -26,6 +28,7 @@ from parallel_rag.graph.components import (
 )
 from parallel_rag.graph.configuration import (
     ConfigError,
+    EmbeddingsConfig,
     PipelineConfig,
     RewriterConfig,
     load_config,
@@ -50,6 +53,13 @@ class RAGGraph(CompiledStateGraph):
     ``knob_scope`` says which per-run knobs (``graph/context.py``) this graph can honour."""
 
     knob_scope: KnobScope | None = None
+    embeddings: EmbeddingsConfig | None = None  # the model some component loads on first use
+
+    def warm_up(self) -> None:
+        """Load what the first request would otherwise load inside its branch timeouts (the
+        embedding model); servers call it before they accept traffic."""
+        if self.embeddings is not None:
+            load_embeddings(self.embeddings.model, self.embeddings.device)
 
     def stream(self, input, config=None, **kwargs):  # noqa: A002
         return super().stream(_validated(input), config, **kwargs)
@@ -98,6 +108,7 @@ def build_graph(
                 f"retrievers.{branch_name}: expected a BaseRetriever, got {type(obj).__name__}"
             )
     pipeline, default_base = _resolve_config(config, extra)
+    register_secrets(secrets_in(pipeline))  # redacted from every error, warning and log
     root = Path(base_dir).resolve() if base_dir is not None else default_base
 
     branches: list[RetrievalBranch] = []
@@ -201,4 +212,8 @@ def build_graph(
     compiled = builder.compile(name=name)
     compiled.__class__ = RAGGraph
     compiled.knob_scope = scope
+    uses_model = any(b.kind == "dense" for b in branches) or (
+        pipeline.generator.kind == "extractive" and pipeline.generator.min_similarity is not None
+    )
+    compiled.embeddings = pipeline.embeddings if uses_model or reranker is not None else None
     return compiled

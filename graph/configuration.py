@@ -449,6 +449,9 @@ def load_config(
     return parse_config(data or {}, source=str(chosen), **extras), chosen.parent.resolve()
 
 
+LLM_ENDPOINT_MAX_TOKENS = 512
+
+
 def with_llm_endpoint(
     config: PipelineConfig,
     base_url: str | None = None,
@@ -459,7 +462,8 @@ def with_llm_endpoint(
     """The config with its generator (and, given ``rewriter_kind``, a rewriter) on an
     OpenAI-compatible endpoint: what ``parallel-rag ask --llm URL [--model M] [--rewriter K]``
     runs. Without ``model`` the server's first listed model is used. Other ``llm`` settings of
-    the config (api_key, temperature, max_tokens, timeouts) are kept."""
+    the config (api_key, temperature, max_tokens, timeouts) are kept; ``max_tokens`` defaults
+    to ``LLM_ENDPOINT_MAX_TOKENS`` so a small local model cannot ramble to its context limit."""
     if model is not None and base_url is None:
         raise ConfigError("--model: only applies together with --llm URL")
     data = config.model_dump(exclude_unset=True)
@@ -470,7 +474,12 @@ def with_llm_endpoint(
         kept = {k: v for k, v in (llm or {}).items() if k not in {"model", "base_url", "provider"}}
         key = kept.get("api_key")
         secret = key.get_secret_value() if hasattr(key, "get_secret_value") else key
-        llm = {**kept, "model": model or served_model_name(url, api_key=secret), "base_url": url}
+        llm = {
+            "max_tokens": LLM_ENDPOINT_MAX_TOKENS,
+            **kept,
+            "model": model or served_model_name(url, api_key=secret),
+            "base_url": url,
+        }
         data["generator"] = {**generator, "kind": "llm", "llm": llm}
     if rewriter_kind is not None:
         rewriter = dict(data.get("rewriter") or {})

@@ -34,6 +34,7 @@ from parallel_rag.backends.base import (
     supports_search_kwargs,
 )
 from parallel_rag.backends.hybrid import fallback_reason
+from parallel_rag.backends.secrets import redact
 from parallel_rag.nodes.errors import BlockedError
 from parallel_rag.nodes.records import BranchHit, BranchResult, FailurePolicy, QueryView, branch_key
 
@@ -158,8 +159,9 @@ def documents_to_hits(
 
 
 def describe_error(error: BaseException) -> str:
-    """A bounded, single-line description of a branch failure."""
-    text = str(error).strip().replace("\n", " ")
+    """A bounded, single-line description of a failure, every known secret redacted (a hostile
+    or careless service may echo the key it was sent; this text reaches results and logs)."""
+    text = redact(str(error)).strip().replace("\n", " ")
     text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     return text[:MAX_ERROR_CHARS]
 

@@ -81,22 +81,24 @@ def format_progress(event: dict) -> str:
 
 
 def run_with_progress(graph, request: dict, *, show: bool = True, out=None) -> dict:
-    """Run the graph, printing each branch to ``out`` (stderr) the moment it finishes."""
+    """Run the graph, printing each branch to ``out`` (stderr) the moment it finishes; returns
+    what ``invoke`` would (the streamed state cut to the output schema's keys)."""
     out = out or sys.stderr
-    result: dict = {}
+    state: dict = {}
     for mode, chunk in graph.stream(request, stream_mode=["custom", "values"]):
         if mode == "values":
-            result = chunk
+            state = chunk
         elif show and isinstance(chunk, dict) and chunk.get("event") == "branch_finished":
             print(format_progress(chunk), file=out, flush=True)
-    return result
+    return {key: state[key] for key in graph.output_channels if key in state}
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from parallel_rag.studio.admission import AdmissionLimits
     from parallel_rag.studio.serve import serve
 
-    limits = AdmissionLimits(max_concurrency=args.max_concurrency, max_queue=args.max_queue)
+    bounds = {"max_concurrency": args.max_concurrency, "max_queue": args.max_queue}
+    limits = AdmissionLimits(**{k: v for k, v in bounds.items() if v is not None})
     serve(args.config, host=args.host, port=args.port, path=args.path, limits=limits)
     return 0
 
@@ -181,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--llm",
         metavar="URL",
         help="answer with the chat model at this OpenAI-compatible endpoint "
-        "(vLLM, Ollama, llama.cpp, LM Studio; e.g. http://127.0.0.1:8000/v1)",
+        "(vLLM, Ollama, llama.cpp, LM Studio; e.g. http://127.0.0.1:8000/v1); the config's "
+        "generator.llm settings are kept, max_tokens defaults to 512",
     )
     ask.add_argument("--model", help="model name at --llm (default: the first the server lists)")
     ask.add_argument(
@@ -203,14 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-concurrency",
         type=int,
-        default=16,
-        help="graph runs at once (default 16); more requests wait in the queue",
+        help="graph runs at once (default: two per CPU core); more requests wait in the queue",
     )
     serve.add_argument(
         "--max-queue",
         type=int,
-        default=64,
-        help="requests waiting at most (default 64); beyond it: 503 with Retry-After",
+        help="requests waiting at most (default 64, each up to 60 s); beyond: 503 + Retry-After",
     )
     serve.set_defaults(run=cmd_serve)
     return parser

@@ -140,7 +140,9 @@ def score_runs(
     import ir_measures
 
     parsed = [ir_measures.parse_measure(m) for m in measures]
-    run = {qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)} for qid, ids in runs.items()}
+    run = {
+        qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)} for qid, ids in runs.items()
+    }
     aggregated = ir_measures.calc_aggregate(parsed, qrels, run)
     return {str(m): float(aggregated[m]) for m in parsed}
 

@@ -22,6 +22,7 @@ from fastapi.encoders import jsonable_encoder  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from langchain_core.runnables import RunnableBinding  # noqa: E402
+from parallel_rag.backends.secrets import redact  # noqa: E402
 from parallel_rag.graph.builder import ConfigSource, RAGGraph, build_graph  # noqa: E402
 from parallel_rag.graph.context import (  # noqa: E402
     KNOBS,
@@ -94,7 +95,9 @@ def graph_serializer():
 
     class GraphSerializer(WellKnownLCSerializer):
         def dumps(self, obj: Any) -> bytes:
-            return orjson.dumps(obj, default=_graph_default)
+            # redacted last: stream_log/stream_events carry child runs' raw outputs, and a
+            # service may echo the key it was sent in an error body that lands there
+            return redact(orjson.dumps(obj, default=_graph_default).decode()).encode()
 
     return GraphSerializer()
 
@@ -185,6 +188,8 @@ def create_app(
     from langserve import add_routes
 
     graph = graph if graph is not None else build_graph(config)
+    if hasattr(graph, "warm_up"):
+        graph.warm_up()  # the embedding model loads now, not inside the first requests' timeouts
     limits = limits or AdmissionLimits()
     served = ServedGraph(
         bound=graph,

@@ -28,14 +28,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def server_workspace(example_index, directory: Path, extra: dict[str, Any]) -> Path:
+def server_workspace(
+    example_index, directory: Path, extra: dict[str, Any], *, timeout_seconds: float = 300
+) -> Path:
     """Copy the ingested example index into ``directory`` and write a config beside it: the
     retrievers it was ingested with, plus ``extra`` (more retrievers, rewriter, reranker...).
-    A copy, because Qdrant local mode lets one process at a time open a folder."""
+    A copy, because Qdrant local mode lets one process at a time open a folder. Branch timeouts
+    are generous: the first query loads the embedding model, on a CPU other work shares."""
     config, base_dir, _ = example_index
     shutil.copytree(base_dir, directory, dirs_exist_ok=True)
     data = config.model_dump(mode="json", exclude_unset=True)
-    retrievers = data["retrievers"] + list(extra.pop("retrievers", []))
+    retrievers = [
+        {"timeout_seconds": timeout_seconds, **entry}
+        for entry in data["retrievers"] + list(extra.pop("retrievers", []))
+    ]
     path = directory / "parallel-rag.yaml"
     path.write_text(yaml.safe_dump({**data, "retrievers": retrievers, **extra}), encoding="utf-8")
     return path

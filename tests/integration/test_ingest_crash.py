@@ -115,9 +115,7 @@ def qdrant_points(base: Path) -> list[tuple[str, str, tuple[float, ...]]]:
     settings = QdrantSettings(collection="docs", path="idx/qdrant")
     client = shared_client(settings.connection_key(base))
     points, _ = client.scroll("docs", limit=100_000, with_payload=True, with_vectors=True)
-    return sorted(
-        (str(p.id), p.payload["content"], tuple(round(x, 6) for x in p.vector)) for p in points
-    )
+    return sorted((str(p.id), p.payload["content"], tuple(p.vector)) for p in points)
 
 
 def milvus_rows(base: Path) -> list[tuple[str, str, str]]:
@@ -189,7 +187,12 @@ def test_ingest_killed_halfway_then_rerun_is_consistent_and_idempotent(
     before = (bm25_chunks(tmp_path), qdrant_points(tmp_path), milvus_rows(tmp_path))
     ingest(tmp_path)
     after = (bm25_chunks(tmp_path), qdrant_points(tmp_path), milvus_rows(tmp_path))
-    assert after == before
+    assert after[0] == before[0] and after[2] == before[2]
+    assert [p[:2] for p in after[1]] == [p[:2] for p in before[1]]
+    # re-embedding the same text may differ in the last float bits (CPU kernels); no more
+    pairs = zip(after[1], before[1], strict=True)
+    drift = max(abs(x - y) for a, b in pairs for x, y in zip(a[2], b[2], strict=True))
+    assert drift < 1e-5, drift
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "idx/bm25").rglob("*")} == bm25_files
 
     result = build_graph(tmp_path / "parallel-rag.yaml").invoke(

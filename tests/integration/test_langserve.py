@@ -58,7 +58,11 @@ def served(example_index, tmp_path_factory):
     )
     try:
         server.wait_for(f"http://127.0.0.1:{port}/healthz")
-        yield f"http://127.0.0.1:{port}", workdir
+        url = f"http://127.0.0.1:{port}"
+        # warm-up: the first query loads the embedding model
+        body = {"input": {"query": QUESTION}, "config": {"configurable": GOOD}}
+        httpx.post(f"{url}/rag/invoke", json=body, timeout=600).raise_for_status()
+        yield url, workdir
     finally:
         server.stop()
 

@@ -108,7 +108,7 @@ def test_tool_role_generator_streams_tokens_out_of_the_graph(example_index, llm_
         generator={
             "kind": "llm",
             "injection_mode": "tool_role",
-            "max_context_length": 3000,
+            "max_context_length": 2000,
             "llm": {**llm_settings, **GENERATOR_LLM},
         },
     )
@@ -137,7 +137,7 @@ async def test_system_prompt_generator_end_to_end(example_index, llm_settings):
         generator={
             "kind": "llm",
             "injection_mode": "system_prompt",
-            "max_context_length": 3000,
+            "max_context_length": 2000,
             "llm": {**llm_settings, **GENERATOR_LLM},
         },
     )

@@ -241,6 +241,7 @@ def test_ask_progress_lines_come_before_the_result(fakes):
     result = run_with_progress(graph, {"query": QUESTION, "top_k": 5}, out=out)
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and result["answer"]
+    assert set(result) == set(graph.invoke(QUESTION))  # the same keys as invoke's result
     assert any("q0:down (original): failed" in line and "backend down" in line for line in lines)
     quiet = io.StringIO()
     run_with_progress(graph, {"query": QUESTION, "top_k": 5}, show=False, out=quiet)

@@ -17,7 +17,12 @@ from parallel_rag.backends.chat_models import (
     served_model_name,
     smollm2_gguf_path,
 )
-from parallel_rag.graph.configuration import ConfigError, parse_config, with_llm_endpoint
+from parallel_rag.graph.configuration import (
+    LLM_ENDPOINT_MAX_TOKENS,
+    ConfigError,
+    parse_config,
+    with_llm_endpoint,
+)
 from parallel_rag.studio.cli import build_parser, main
 from pydantic import SecretStr
 
@@ -167,6 +172,7 @@ def test_llm_endpoint_makes_the_generator_an_llm(models_server):
     assert config.generator.kind == "llm"
     assert config.generator.llm.model == "served-model"
     assert config.generator.llm.base_url == root + "/v1"
+    assert config.generator.llm.max_tokens == LLM_ENDPOINT_MAX_TOKENS  # bounded by default
     assert config.rewriter is None
 
 

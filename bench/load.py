@@ -1,0 +1,297 @@
+"""Load benchmark of the LangServe server: throughput, latency percentiles and memory.
+
+    python -m bench.load                          # 2,000 requests at concurrency 16
+    python -m bench.load --requests 300 --concurrency 8 --max-concurrency 4
+
+It ingests ``examples/corpus`` with the embedded defaults (BM25 + Qdrant local mode on the
+packaged MiniLM) into a work directory (once), starts ``parallel-rag serve`` on 127.0.0.1,
+warms it up, then POSTs the example questions to ``/rag/invoke`` from ``--concurrency``
+clients. It samples the server's resident memory (``/proc/PID/status``) while the requests run
+and reports:
+
+- throughput (requests/s) and latency p50/p95/p99/max, per status code;
+- errors (non-200 answers) and lost branches (a result whose branches are not all ``ok``);
+- memory: RSS after warm-up, at every tenth of the run, the peak, and the growth from the first
+  tenth to the last (``memory stable`` when under ``--max-growth``, default 10%).
+
+Results go to ``<workdir>/load-results.json`` and a Markdown table on stdout. The server is
+stopped by its PID. Exit status 1 when any request failed, a branch was lost or memory grew.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CORPUS = REPO_ROOT / "examples" / "corpus"
+QUESTIONS = REPO_ROOT / "examples" / "questions.jsonl"
+BIN = Path(sys.executable).parent
+ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of ``pid`` (Linux ``VmRSS``), or None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def prepare(workdir: Path, env: dict) -> None:
+    """Ingest the example corpus with the embedded defaults, unless already done."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if (workdir / ".parallel-rag" / "bm25" / "manifest.json").is_file():
+        return
+    print(f"ingesting {CORPUS} into {workdir} ...", file=sys.stderr, flush=True)
+    subprocess.run(
+        [str(BIN / "parallel-rag"), "ingest", str(CORPUS), "--quiet"],
+        cwd=workdir,
+        env=env,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+class Server:
+    """``parallel-rag serve`` in its own session; output to ``server.log``; stopped by PID."""
+
+    def __init__(self, workdir: Path, env: dict, port: int, extra: list[str]):
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed in stop()
+        command = [str(BIN / "parallel-rag"), "serve", "--port", str(port), *extra]
+        self.process = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(1)
+        raise TimeoutError("server did not become ready")
+
+    def stop(self) -> None:
+        try:
+            if self.process.poll() is None:
+                os.kill(self.process.pid, signal.SIGTERM)
+                try:
+                    self.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait(timeout=10)
+        finally:
+            self.log.close()
+
+
+class MemorySampler(threading.Thread):
+    """Samples the server's RSS every ``interval`` seconds, tagged with requests completed."""
+
+    def __init__(self, pid: int, interval: float, progress):
+        super().__init__(daemon=True)
+        self.pid, self.interval, self.progress = pid, interval, progress
+        self.samples: list[tuple[int, int]] = []  # (requests done, rss bytes)
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            rss = rss_bytes(self.pid)
+            if rss is not None:
+                self.samples.append((self.progress(), rss))
+            self.done.wait(self.interval)
+
+
+async def drive(url: str, questions: list[str], requests: int, concurrency: int, record):
+    import httpx
+
+    counter = iter(range(requests))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+
+        async def worker() -> None:
+            for i in counter:
+                body = {"input": {"query": questions[i % len(questions)]}}
+                started = time.perf_counter()
+                try:
+                    response = await client.post(f"{url}/rag/invoke", json=body)
+                    status, payload = response.status_code, response.json()
+                except Exception as error:  # noqa: BLE001 - a transport failure is a result
+                    status, payload = 0, {"error": repr(error)}
+                record(status, payload, time.perf_counter() - started)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def memory_report(samples: list[tuple[int, int]], requests: int) -> dict:
+    """RSS at each tenth of the run and the growth from the first tenth to the last."""
+    if not samples:
+        return {}
+    tenths = []
+    for k in range(1, 11):
+        upto = [rss for done, rss in samples if done <= k * requests / 10]
+        tenths.append(upto[-1] if upto else samples[0][1])
+    first = statistics.median(
+        [rss for done, rss in samples if done <= requests / 10] or [tenths[0]]
+    )
+    last = statistics.median(
+        [rss for done, rss in samples if done >= 0.9 * requests] or [tenths[-1]]
+    )
+    return {
+        "rss_at_tenths_mib": [round(v / 2**20, 1) for v in tenths],
+        "rss_first_tenth_mib": round(first / 2**20, 1),
+        "rss_last_tenth_mib": round(last / 2**20, 1),
+        "rss_peak_mib": round(max(rss for _, rss in samples) / 2**20, 1),
+        "growth_first_to_last_tenth": round((last - first) / first, 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.load", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16, help="client connections")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--max-concurrency", type=int, help="the server's bound (default: its own)")
+    parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench" / "out" / "load")
+    parser.add_argument("--sample-interval", type=float, default=0.5)
+    parser.add_argument("--max-growth", type=float, default=0.10)
+    args = parser.parse_args(argv)
+
+    env = {**os.environ, **ENV}
+    env.pop("PARALLEL_RAG_CONFIG", None)  # the embedded defaults, always
+    prepare(args.workdir, env)
+    questions = [
+        json.loads(line)["question"]
+        for line in QUESTIONS.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    extra = ["--max-concurrency", str(args.max_concurrency)] if args.max_concurrency else []
+    server = Server(args.workdir, env, free_port(), extra)
+    results: list[tuple[int, float, bool]] = []  # (status, seconds, all branches ok)
+    errors: dict[str, int] = {}
+    try:
+        server.wait_ready()
+        asyncio.run(drive(server.url, questions, args.warmup, args.concurrency, lambda *a: None))
+        baseline = rss_bytes(server.process.pid) or 0
+
+        def record(status: int, payload: dict, seconds: float) -> None:
+            branches = (payload.get("output") or {}).get("branches") or []
+            intact = status == 200 and bool(branches) and all(b["status"] == "ok" for b in branches)
+            results.append((status, seconds, intact))
+            if not intact:
+                reason = (
+                    f"HTTP {status}"
+                    if status != 200
+                    else "; ".join(
+                        f"{b['retriever']}: {b['status']} {b['error']}"
+                        for b in branches
+                        if b["status"] != "ok"
+                    )
+                )
+                errors[reason[:200]] = errors.get(reason[:200], 0) + 1
+
+        sampler = MemorySampler(server.process.pid, args.sample_interval, lambda: len(results))
+        sampler.start()
+        started = time.perf_counter()
+        asyncio.run(drive(server.url, questions, args.requests, args.concurrency, record))
+        elapsed = time.perf_counter() - started
+        sampler.done.set()
+        sampler.join()
+    finally:
+        server.stop()
+
+    latencies = sorted(seconds for _, seconds, _ in results)
+    failed = sum(1 for status, _, _ in results if status != 200)
+    lost = sum(1 for status, _, intact in results if status == 200 and not intact)
+    memory = memory_report(sampler.samples, args.requests)
+    report = {
+        "requests": args.requests,
+        "client_concurrency": args.concurrency,
+        "server_max_concurrency": args.max_concurrency or "default",
+        "cpu_count": os.cpu_count(),
+        "load_average_after": os.getloadavg(),
+        "seconds": round(elapsed, 2),
+        "throughput_rps": round(len(results) / elapsed, 3),
+        "latency_s": {
+            "p50": round(percentile(latencies, 0.50), 3),
+            "p95": round(percentile(latencies, 0.95), 3),
+            "p99": round(percentile(latencies, 0.99), 3),
+            "max": round(latencies[-1], 3) if latencies else None,
+        },
+        "errors": failed,
+        "lost_branches": lost,
+        "problems": errors,
+        "rss_after_warmup_mib": round(baseline / 2**20, 1),
+        "memory": memory,
+    }
+    stable = memory.get("growth_first_to_last_tenth", 0.0) < args.max_growth
+    report["memory_stable"] = stable
+    (args.workdir / "load-results.json").write_text(json.dumps(report, indent=2) + "\n")
+
+    lat = report["latency_s"]
+    print("| requests | concurrency | req/s | p50 s | p95 s | p99 s | max s | errors | lost |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {args.requests} | {args.concurrency} | {report['throughput_rps']} | {lat['p50']} | "
+        f"{lat['p95']} | {lat['p99']} | {lat['max']} | {failed} | {lost} |"
+    )
+    if memory:
+        print(
+            f"\nRSS (MiB): after warm-up {report['rss_after_warmup_mib']}, per tenth "
+            f"{memory['rss_at_tenths_mib']}, peak {memory['rss_peak_mib']}; growth first->last "
+            f"tenth {memory['growth_first_to_last_tenth']:+.1%} "
+            f"({'stable' if stable else 'GROWING'})"
+        )
+    print(f"\nresults: {args.workdir / 'load-results.json'}")
+    return 0 if not failed and not lost and stable else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
