@@ -15,7 +15,7 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
 .PHONY: install demo test lint unit integration bench bench-smoke clean chromium
 
-install: $(STAMP) chromium
+install: $(STAMP)
 
 # Debian's chromium, for the LangServe playground test (headless); nothing to do when present.
 chromium:
@@ -46,7 +46,7 @@ unit: install
 integration: install
 	$(BIN)/pytest tests/integration -q -s
 
-test: lint
+test: lint chromium
 	$(BIN)/pytest -q -rA -p no:cacheprovider
 
 # Benchmarks (bench/run.py): the full run is manual (~30 min on 2 cores once vectors are cached)

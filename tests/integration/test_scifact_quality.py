@@ -53,7 +53,9 @@ def test_fused_ndcg_beats_each_single_retriever(scifact_subset, tmp_path_factory
                     "top_k": CANDIDATES,
                     "backend_config": {"collection": "scifact"},
                 },
-            ]
+            ],
+            # retrieval quality is under test: keep the answer step lexical (cheap)
+            "generator": {"kind": "extractive", "min_similarity": None},
         }
     )
     index_corpus(scifact_subset.corpus, config, base_dir)
