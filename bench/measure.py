@@ -41,8 +41,46 @@ def current_rss_mb() -> float:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far (ru_maxrss is in KiB on Linux)."""
+    """Peak resident set size of this process so far: ``VmHWM`` (Linux), else ru_maxrss.
+    Not ru_maxrss first: after fork + exec it still holds the parent's peak."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found += [int(c) for c in handle.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of a process and all its live descendants (Linux /proc):
+    counts an embedded store's engine process (Milvus Lite) with its client."""
+    pid = os.getpid() if pid is None else pid
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            with open(f"/proc/{current}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, IndexError, ValueError):
+            continue
+        stack += _children(current)
+    return total
 
 
 class Stopwatch:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.studio.evaluation import run_graph
+from parallel_rag.studio.evaluation import ranked_doc_ids, run_graph
 
 KINDS = ("multi_query", "decompose", "hyde")
 
@@ -90,6 +90,21 @@ def llama_server(log_path: Path, timeout: float = 180):
         log.close()
 
 
+def _runs_and_failures(graph, queries: dict[str, str], depth: int, batch_size: int = 2):
+    """Fused runs, and how many questions fell back to the original query alone because the
+    rewriter failed (``on_failure: warn`` records it in ``warnings``)."""
+    runs: dict[str, list[str]] = {}
+    failed = 0
+    qids = list(queries)
+    for start in range(0, len(qids), batch_size):
+        chunk = qids[start : start + batch_size]
+        results = graph.batch([{"query": queries[q], "top_k": depth} for q in chunk])
+        for qid, result in zip(chunk, results, strict=True):
+            runs[qid] = ranked_doc_ids(result["documents"])
+            failed += any("rewrite" in w.lower() for w in result.get("warnings", []))
+    return runs, failed
+
+
 def rewriter_rows(
     *,
     config,
@@ -129,9 +144,10 @@ def rewriter_rows(
         graph = build_graph(
             {**base, "rewriter": {"kind": kind, "num_queries": 3, "llm": llm}}, base_dir=work
         )
-        runs = run_graph(graph, queries, depth, batch_size=2)
+        runs, failed = _runs_and_failures(graph, queries, depth)
         seconds = time.perf_counter() - started
         row = {
+            "rewrite_failed": failed / max(len(queries), 1),
             "config": f"fused graph + {kind} rewriter (SmolLM2-135M, same questions)",
             "kind": "rewriter",
             "seconds": seconds,

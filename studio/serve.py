@@ -188,8 +188,6 @@ def create_app(
     from langserve import add_routes
 
     graph = graph if graph is not None else build_graph(config)
-    if hasattr(graph, "warm_up"):
-        graph.warm_up()  # the embedding model loads now, not inside the first requests' timeouts
     limits = limits or AdmissionLimits()
     served = ServedGraph(
         bound=graph,
@@ -241,5 +239,7 @@ def serve(
     """Build the graph and run the app under uvicorn (blocks until stopped)."""
     import uvicorn
 
-    app = create_app(config=config, path=path, limits=limits)
+    graph = build_graph(config)
+    graph.warm_up()  # the embedding model loads now, not inside the first requests' timeouts
+    app = create_app(graph, path=path, limits=limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

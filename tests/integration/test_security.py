@@ -228,8 +228,9 @@ def dev_server(example_index, tmp_path_factory, echo):
 async def dev_client(dev_server):
     _, url = dev_server
     client = get_client(url=url)
-    (assistant,) = await client.assistants.search(graph_id="parallel_rag", limit=1)
-    return client, assistant["assistant_id"]
+    assistants = await client.assistants.search(graph_id="parallel_rag", limit=100)
+    (default,) = [a for a in assistants if a["metadata"].get("created_by") == "system"]
+    return client, default["assistant_id"]
 
 
 HOSTILE_RUNS = [
@@ -237,8 +238,6 @@ HOSTILE_RUNS = [
     ({"config": {"configurable": {"api_key": "sk-attacker"}}}, "configurable.api_key"),
     ({"config": {"configurable": {"index_path": "/etc"}}}, "configurable.index_path"),
     ({"config": {"configurable": {"backend_config": {"x": 1}}}}, "configurable.backend_config"),
-    ({"context": {"backend_config": {"endpoint": "EVIL"}}}, "backend_config"),
-    ({"context": {"base_url": "EVIL/v1"}}, "base_url"),
     ({"context": {"retrievers": [{"name": "x", "backend": "external_api"}]}}, "retrievers"),
     ({"context": {"retrievers": ["evil"]}}, "retrievers"),
 ]
@@ -256,13 +255,29 @@ async def test_langgraph_dev_refuses_hostile_configurable_and_context(
     assert evil.requests == []
 
 
+async def test_langgraph_dev_drops_context_keys_outside_the_schema(dev_client, evil):
+    # the LangGraph server filters ``context`` by the graph's context schema before the run:
+    # keys naming settings never reach the graph (nothing to refuse), and change nothing
+    client, assistant = dev_client
+    hostile = {"backend_config": {"endpoint": evil.url}, "base_url": f"{evil.url}/v1"}
+    result = await client.runs.wait(
+        None, assistant, input={"query": QUESTION}, context={**hostile, "retrievers": ["dense"]}
+    )
+    assert [b["retriever"] for b in result["branches"]] == ["dense"]
+    assert result["branches"][0]["status"] == "ok" and result["documents"]
+    assert evil.requests == []
+
+
 async def test_langgraph_dev_refuses_a_hostile_assistant_config(dev_client, evil):
     client, _ = dev_client
     hostile = await client.assistants.create(
         "parallel_rag", config={"configurable": {"base_url": f"{evil.url}/v1", "uri": "/x.db"}}
     )
-    with pytest.raises(Exception, match=r"configurable\.base_url"):
-        await client.runs.wait(None, hostile["assistant_id"], input={"query": QUESTION})
+    try:
+        with pytest.raises(Exception, match=r"configurable\.base_url"):
+            await client.runs.wait(None, hostile["assistant_id"], input={"query": QUESTION})
+    finally:
+        await client.assistants.delete(hostile["assistant_id"])
     assert evil.requests == []
 
 
