@@ -9,12 +9,16 @@ Scorers:
 - ``embedding``: cosine under the packaged MiniLM (``overflow: truncate`` at its 256 tokens).
 - ``cross_encoder``: ``--cross-encoder PATH`` (any real one, e.g. ms-marco-MiniLM-L6-v2), or by
   default a *probe* cross-encoder built here: the MiniLM backbone with a fresh one-logit head
-  fitted as a linear probe on frozen pair features of SciFact *train* queries (positives plus
-  BM25 hard negatives). Same architecture and cost as ms-marco-MiniLM-L6-v2, so its cost rows are
-  representative; its quality rows are a floor, not a claim about trained cross-encoders.
+  fitted as a linear probe on frozen pair features of SciFact *train* queries (each positive,
+  one BM25 hard negative, two random negatives). Same architecture and cost as
+  ms-marco-MiniLM-L6-v2, so its cost rows are representative; its quality rows are a floor, not
+  a claim about trained cross-encoders.
   ``overflow: truncate`` at 512 tokens.
 
 The ``over budget`` column is the share of candidates that ``overflow: reject`` would refuse.
+``--cost-only`` skips quality and the dense index: it times one rerank of BM25's top
+``--candidates`` and top ``--cost-candidates`` hits for ``--cost-queries`` queries per data set
+(after one warm-up), the figure to read when the machine is quiet.
 
 Usage::
 
@@ -69,7 +73,8 @@ DATASETS = ("scifact", "hotpotqa-dev500")
 MEASURE = "nDCG@10"
 RRF_K = 60
 PROBE_QUERIES = 200
-PROBE_NEGATIVES = 3
+PROBE_HARD_NEGATIVES = 1  # BM25's best non-relevant hit
+PROBE_RANDOM_NEGATIVES = 2  # hard negatives alone teach "lexically close = irrelevant"
 DISTRACTOR_SEED = 13
 COST_QUERIES = 5
 
@@ -213,7 +218,9 @@ def probe_cross_encoder(folder: Path, data: Path, candidates: int) -> str:
     for qid in rng.sample(sorted(train.queries), min(PROBE_QUERIES, len(train.queries))):
         text, relevant = train.queries[qid], train.qrels[qid]
         ranked = [h.chunk.metadata[DOC_ID_KEY] for h in bm25.search(text, k=candidates)]
-        negatives = [d for d in ranked if d not in relevant][:PROBE_NEGATIVES]
+        negatives = [d for d in ranked if d not in relevant][:PROBE_HARD_NEGATIVES]
+        pool = sorted(set(train.corpus) - set(relevant) - set(negatives))
+        negatives += rng.sample(pool, PROBE_RANDOM_NEGATIVES)
         for doc_id, label in [*[(d, 1.0) for d in relevant], *[(d, 0.0) for d in negatives]]:
             doc = train.corpus[doc_id]
             queries.append(text)
@@ -266,6 +273,58 @@ def cost_at(scorer, branches, candidates: int, queries: int = COST_QUERIES) -> f
     return statistics.fmean(times) if times else float("nan")
 
 
+def bm25_branches(collection: BeirCollection, qids: list[str], depth: int):
+    """BM25 (in memory, whole corpus) branches for ``qids``: no embedding pass needed."""
+    chunks = corpus_chunks(collection.corpus)
+    index = BM25Index.from_chunks([(c.id, c.content, c.metadata) for c in chunks])
+    branches = []
+    for qid in qids:
+        text = collection.queries[qid]
+        hits = [
+            {"id": h.chunk.id, "content": h.chunk.content, "metadata": dict(h.chunk.metadata),
+             "rank": rank, "score": float(h.score)}
+            for rank, h in enumerate(index.search(text, k=depth), start=1)
+        ]  # fmt: skip
+        branches.append(
+            BranchResult(
+                branch=branch_key(0, "bm25"), view_index=0, view=text, view_kind="original",
+                retriever="bm25", retriever_index=0, status="ok" if hits else "empty",
+                hits=hits, latency_ms=0.0, error=None, warning=None,
+            )
+        )  # fmt: skip
+    return branches
+
+
+def cost_only(args, scorers: dict[str, Any], label: dict[str, str]) -> None:
+    depths = (args.candidates, args.cost_candidates)
+    load_before = os.getloadavg()[0]
+    rows = []
+    for name in args.datasets:
+        try:
+            collection = load_beir(args.data / name, split="test")
+        except MissingDatasetError as error:
+            print(f"skipping {name}: {error}", file=sys.stderr)
+            continue
+        qids = sorted(collection.queries)[: args.cost_queries]
+        branches = bm25_branches(collection, qids, max(depths))
+        for key, scorer in scorers.items():
+            cost_at(scorer, branches, depths[0], queries=1)  # warm-up
+            means = [cost_at(scorer, branches, d, queries=len(branches)) for d in depths]
+            rows.append((name, label[key], *means, means[1] / depths[1]))
+    print(
+        f"## Cost of one rerank, {args.threads} torch thread(s), mean of {args.cost_queries} "
+        f"queries per data set (load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores)\n"
+    )
+    print(
+        f"| data set | scorer | ms per rerank of {depths[0]} | ms per rerank of {depths[1]} "
+        "| ms per candidate |"
+    )
+    print("|---|---|---:|---:|---:|")
+    for name, scorer_label, shallow, deep, per_candidate in rows:
+        print(f"| {name} | {scorer_label} | {shallow:.0f} | {deep:.0f} | {per_candidate:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -277,6 +336,8 @@ def main() -> None:
     parser.add_argument("--scorers", nargs="+", default=["embedding", "cross_encoder"])
     parser.add_argument("--cross-encoder", default=None, help="a real cross-encoder path/name")
     parser.add_argument("--cost-candidates", type=int, default=50, help="depth of the cost row")
+    parser.add_argument("--cost-only", action="store_true", help="only time reranks (BM25 hits)")
+    parser.add_argument("--cost-queries", type=int, default=10)
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     import torch
@@ -288,7 +349,7 @@ def main() -> None:
         scorers["embedding"] = EmbeddingSimilarityScorer(overflow="truncate").prepare()
     if "cross_encoder" in args.scorers:
         model = args.cross_encoder or probe_cross_encoder(
-            WORK / "probe-cross-encoder", args.data, args.candidates
+            WORK / "probe-cross-encoder-v2", args.data, args.candidates
         )
         scorers["cross_encoder"] = CrossEncoderScorer(model, overflow="truncate").prepare()
     label = {
@@ -297,6 +358,10 @@ def main() -> None:
         + (args.cross_encoder or "MiniLM probe, SciFact-train head")
         + ")",
     }
+
+    if args.cost_only:
+        cost_only(args, scorers, label)
+        return
 
     rows_quality, rows_cost, record = [], [], {}
     for name in args.datasets:

@@ -39,10 +39,6 @@ def test_missing_data_stops_with_a_clear_message(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(
-    not (SHARED_DATA / "scifact" / "corpus.jsonl").is_file(),
-    reason=f"shared evaluation data not found at {SHARED_DATA}",
-)
 def test_smoke_run_writes_results_and_plots(tmp_path):
     out = tmp_path / "bench"
     done = _bench("--smoke", "--out", str(out))
