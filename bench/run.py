@@ -544,6 +544,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--ingest-docs", type=int, default=150)
     parser.add_argument("--store-sizes", default="5000,100000", help="vector store sizes")
     parser.add_argument("--no-rerank", action="store_true", help="skip the rerank row")
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite RESULTS.md from saved results"
+    )
     parser.add_argument("--llm", help="OpenAI-compatible base URL for the rewriter rows")
     parser.add_argument(
         "--rewriter-questions",
@@ -554,8 +557,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def render_only(smoke: bool, out: str | None) -> int:
+    """Rewrite RESULTS.md and the plots from the saved results (no measuring)."""
+    from bench.report import plot, render
+
+    source = OUT_DIR / ("smoke-results.json" if smoke else "results.json")
+    if not source.is_file():
+        print(f"bench: no saved results at {source}; run the harness first", file=sys.stderr)
+        return 2
+    results = json.loads(source.read_text())
+    out_dir = Path(out) if out else (OUT_DIR / "smoke" if smoke else BENCH_DIR)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "RESULTS.md").write_text(render(results, out_dir, plot(results, out_dir)))
+    log(f"bench: rewrote {out_dir / 'RESULTS.md'} from {source}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.render_only:
+        return render_only(args.smoke, args.out)
     try:
         return Harness(args).run()
     except DataMissing as missing:

@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = Path(os.environ.get("PARALLEL_RAG_DATA", REPO_ROOT.parent / "shared" / "data"))
-SMOKE_TIMEOUT = float(os.environ.get("BENCH_SMOKE_TIMEOUT", "115"))
+SMOKE_TIMEOUT = float(os.environ.get("BENCH_SMOKE_TIMEOUT", "600"))
 
 
 def _bench(*args: str, env: dict | None = None, timeout: float = SMOKE_TIMEOUT):
