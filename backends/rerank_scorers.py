@@ -64,8 +64,7 @@ class QueryOverBudgetError(ScorerError):
     def __init__(self, tokens: int, budget: int, *, pair: bool = True):
         room = ", leaving no room for a document" if pair else ""
         super().__init__(
-            f"the query alone uses {tokens} of max_tokens {budget} (special tokens included)"
-            + room
+            f"the query alone uses {tokens} of max_tokens {budget} (special tokens included)" + room
         )
 
 

@@ -173,9 +173,7 @@ def config_only_model(folder, exits=None):
     from transformers import BertConfig
 
     folder.mkdir(parents=True, exist_ok=True)
-    BertConfig(num_hidden_layers=6, hidden_size=384, num_attention_heads=12).save_pretrained(
-        folder
-    )
+    BertConfig(num_hidden_layers=6, hidden_size=384, num_attention_heads=12).save_pretrained(folder)
     if exits is not None:
         (folder / EXITS_FILE).write_text(json.dumps({"exits": exits}))
     return folder
@@ -185,9 +183,7 @@ def config_only_model(folder, exits=None):
     ("setting", "field"),
     [({"layer": 4}, "reranker.layer"), ({"layer": 3, "dimension": 100}, "reranker.dimension")],
 )
-def test_untrained_exit_fails_build_graph_before_any_weights_load(
-    tmp_path, corpus, setting, field
-):
+def test_untrained_exit_fails_build_graph_before_any_weights_load(tmp_path, corpus, setting, field):
     model = config_only_model(tmp_path / "ce", exits=[{"layer": 3, "dimension": 384}])
     reranker = {"kind": "cross_encoder", "model": str(model), **setting}
     with pytest.raises(ConfigError, match=field):
