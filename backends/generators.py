@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -124,18 +125,44 @@ class ExtractiveGenerator:
         min_term_overlap: float = 0.25,
         embeddings: Callable[[], Any] | None = None,
         min_similarity: float = 0.3,
+        sentence_cache_size: int = 20_000,
     ):
         self.max_sentences = max_sentences
         self.min_term_overlap = min_term_overlap
         self.embeddings = embeddings
         self.min_similarity = min_similarity
+        self.sentence_cache_size = sentence_cache_size
+        self._sentence_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def _sentence_matrix(self, model: Any, sentences: list[str]) -> np.ndarray:
+        """Sentence vectors, embedding only those not seen lately: the same corpus sentences
+        come back request after request, and embedding them dominated the cost of an answer.
+        The cache is a bounded LRU (``sentence_cache_size`` vectors, float32), so memory stays
+        flat however many requests are served."""
+        with self._cache_lock:
+            cached = {s: self._sentence_vectors.get(s) for s in dict.fromkeys(sentences)}
+            for sentence, vector in cached.items():
+                if vector is not None:
+                    self._sentence_vectors.move_to_end(sentence)
+        missing = [s for s, vector in cached.items() if vector is None]
+        if missing:
+            fresh = np.asarray(model.embed_documents(missing), dtype=np.float32)
+            cached.update(zip(missing, fresh, strict=True))
+            if self.sentence_cache_size > 0:
+                with self._cache_lock:
+                    for sentence, vector in zip(missing, fresh, strict=True):
+                        self._sentence_vectors[sentence] = vector
+                    while len(self._sentence_vectors) > self.sentence_cache_size:
+                        self._sentence_vectors.popitem(last=False)
+        return np.stack([cached[s] for s in sentences])
 
     def _similarities(self, query: str, sentences: list[str]) -> list[float]:
         if self.embeddings is None or not sentences:
             return [0.0] * len(sentences)
         model = self.embeddings()
-        query_vector = np.asarray(model.embed_query(query))
-        vectors = np.asarray(model.embed_documents(sentences))
+        query_vector = np.asarray(model.embed_query(query), dtype=np.float32)
+        vectors = self._sentence_matrix(model, sentences)
         norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query_vector)
         return (vectors @ query_vector / np.where(norms == 0, 1, norms)).tolist()
 

@@ -83,6 +83,50 @@ async def test_extractive_async():
     assert generated.cited_numbers == [2]
 
 
+class CountingEmbeddings:
+    """Bag-of-letters vectors; records every batch it is asked to embed."""
+
+    def __init__(self):
+        self.batches: list[list[str]] = []
+
+    @staticmethod
+    def _vector(text: str) -> list[float]:
+        return [float(text.lower().count(letter)) for letter in "abcdefghijklmnopqrstuvwxyz"]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.batches.append(list(texts))
+        return [self._vector(t) for t in texts]
+
+
+def test_extractive_embeds_each_sentence_once_across_requests():
+    model = CountingEmbeddings()
+    generator = ExtractiveGenerator(embeddings=lambda: model, min_similarity=0.3)
+    first = generator.generate(QUESTION, DOCS)
+    generator.generate("Where does the Eiffel Tower stand?", DOCS)
+    sentences = [s for doc in DOCS for s in split_sentences(doc["content"])]
+    assert model.batches == [sentences]  # the second request embedded nothing new
+    uncached = ExtractiveGenerator(
+        embeddings=lambda: CountingEmbeddings(), min_similarity=0.3, sentence_cache_size=0
+    )
+    assert uncached.generate(QUESTION, DOCS) == first  # the cache never changes an answer
+
+
+def test_extractive_sentence_cache_is_bounded_and_evicts_the_least_recent():
+    model = CountingEmbeddings()
+    generator = ExtractiveGenerator(
+        embeddings=lambda: model, min_similarity=0.3, sentence_cache_size=3
+    )
+    generator.generate(QUESTION, DOCS)  # 5 sentences through a cache of 3
+    assert len(generator._sentence_vectors) == 3
+    assert (
+        list(generator._sentence_vectors)
+        == [s for doc in DOCS for s in split_sentences(doc["content"])][-3:]
+    )
+
+
 def test_split_sentences_skips_headings_and_list_markers():
     text = (
         "# The Eiffel Tower\n\n- It is tall. It is in Paris!\n* Built in 1889?\n"
