@@ -204,15 +204,39 @@ class ExtractiveGenerator:
         return await asyncio.to_thread(self.generate, query, documents)
 
 
+def neutralize(text: str) -> str:
+    """Untrusted text made inert inside an evidence block: ``<`` and ``>`` become ``&lt;`` and
+    ``&gt;``, so it can neither close its ``</evidence>`` tag nor spell a chat template's
+    special tokens (``<|im_end|>``, ``<|im_start|>system``...) that a server would parse."""
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _evidence_block(number: int, source: str, content: str) -> str:
+    return f"[{number}] (source: {source})\n<evidence>\n{content}\n</evidence>"
+
+
 def format_evidence(documents: Sequence[Mapping[str, Any]], max_chars: int) -> str:
-    """Numbered evidence blocks, cut to ``max_chars`` characters with a trailing ``...``."""
-    blocks = []
+    """Numbered evidence blocks, each body between ``<evidence>`` tags it cannot close.
+
+    Retrieved text is untrusted (DESIGN §7): the body and the source are ``neutralize``d and
+    the source kept on one line, so instructions in a document ("ignore previous
+    instructions", a fake ``[2] (source: ...)`` header, a closing tag) stay data inside their
+    own block. Past ``max_chars`` the last block that fits is cut with ``...`` and still closed;
+    blocks after it are left out.
+    """
+    text = prompts.EVIDENCE_HEADER
     for number, doc in enumerate(documents, start=1):
         source = doc.get("metadata", {}).get("source") or doc["id"]
-        blocks.append(f"[{number}] (source: {source})\n{doc['content'].strip()}")
-    text = prompts.EVIDENCE_HEADER + "\n\n" + "\n\n".join(blocks)
-    if len(text) > max_chars:
-        text = text[: max(0, max_chars - 3)] + "..."
+        source = neutralize(" ".join(str(source).split()))
+        content = neutralize(doc["content"].strip())
+        block = "\n\n" + _evidence_block(number, source, content)
+        if len(text) + len(block) <= max_chars:
+            text += block
+            continue
+        room = max_chars - len(text) - len("\n\n" + _evidence_block(number, source, "..."))
+        if room > 0:
+            text += "\n\n" + _evidence_block(number, source, content[:room].rstrip() + "...")
+        break
     return text
 
 

@@ -91,8 +91,11 @@ def test_tool_role_on_the_wire_is_what_strict_servers_accept():
     assert call["function"]["name"] == prompts.EVIDENCE_TOOL_NAME
     assert tool["tool_call_id"] == call["id"]
     assert tool["content"].startswith(prompts.EVIDENCE_HEADER)
-    assert "[2] (source: golden-gate-bridge.md)\nThe Golden Gate Bridge opened" in tool["content"]
-    assert "[3] (source: arrol)" in tool["content"]  # no source: the id names the block
+    assert (
+        "[2] (source: golden-gate-bridge.md)\n<evidence>\nThe Golden Gate Bridge opened"
+        in tool["content"]
+    )
+    assert "[3] (source: arrol)\n<evidence>" in tool["content"]  # no source: the id names the block
 
 
 def test_tool_role_without_a_system_prompt_sends_no_system_message(fakes):
@@ -134,7 +137,7 @@ def test_system_prompt_override_and_context_limit_from_config(fakes, mode):
                 "kind": "llm",
                 "injection_mode": mode,
                 "system_prompt": "Be brief; cite [n].",
-                "max_context_length": 120,
+                "max_context_length": 130,
             }
         },
         retrievers={"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs)},
@@ -148,7 +151,7 @@ def test_system_prompt_override_and_context_limit_from_config(fakes, mode):
     else:
         evidence, instruction = messages[0].content.rsplit("\n\n", 1)
         assert instruction == "Be brief; cite [n]."
-    assert len(evidence) == 120 and evidence.endswith("...")
+    assert len(evidence) <= 130 and evidence.endswith("...\n</evidence>")
     assert evidence.startswith(prompts.EVIDENCE_HEADER)
 
 
