@@ -1,45 +1,5 @@
-"""Fixtures on real parts: the packaged MiniLM model, Qdrant local mode on disk, BM25 on disk."""
+"""Integration tests on real parts: the shared fixtures live in
+``tests/support`` (on ``sys.path`` through pytest's ``pythonpath`` setting)."""
 
-from __future__ import annotations
-
-import json
-import os
-from pathlib import Path
-
-import pytest
-from conftest_llm import llm_server, llm_settings  # noqa: F401  (SmolLM2 server)
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO_ROOT / "examples"
-SHARED_DATA = Path(os.environ.get("PARALLEL_RAG_DATA", REPO_ROOT.parent / "shared" / "data"))
-
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="session")
-def example_questions() -> list[dict]:
-    lines = (EXAMPLES / "questions.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-@pytest.fixture(scope="session")
-def example_index(tmp_path_factory):
-    """The example corpus ingested with the embedded defaults into a fresh directory."""
-    from parallel_rag.graph.configuration import load_config
-    from parallel_rag.graph.ingestion import ingest_paths
-
-    base_dir = tmp_path_factory.mktemp("example-index")
-    config, _ = load_config(None) if not os.environ.get("PARALLEL_RAG_CONFIG") else (None, None)
-    report = ingest_paths([EXAMPLES / "corpus"], config, base_dir, progress=False)
-    return config, base_dir, report
-
-
-@pytest.fixture(scope="session")
-def example_graph(example_index):
-    from parallel_rag.graph.builder import build_graph
-
-    config, base_dir, _ = example_index
-    return build_graph(config, base_dir=base_dir)
+from llm_fixtures import llm_server, llm_settings  # noqa: F401  (SmolLM2 server)
+from real_fixtures import example_graph, example_index, example_questions  # noqa: F401
