@@ -86,13 +86,28 @@ def prepare(workdir: Path, env: dict) -> None:
     )
 
 
+def write_config(workdir: Path, sentence_cache_size: int) -> Path:
+    """The embedded defaults with ``generator.sentence_cache_size`` changed, as a YAML file."""
+    import yaml
+    from parallel_rag.graph.configuration import load_config
+
+    config, _ = load_config(None)
+    data = config.model_dump(mode="json", exclude_none=True)
+    data["generator"]["sentence_cache_size"] = sentence_cache_size
+    path = workdir / f"sentence-cache-{sentence_cache_size}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
 class Server:
     """``parallel-rag serve`` in its own session; output to ``server.log``; stopped by PID."""
 
-    def __init__(self, workdir: Path, env: dict, port: int, extra: list[str]):
+    def __init__(
+        self, workdir: Path, env: dict, port: int, extra: list[str], config_args: list[str]
+    ):
         self.url = f"http://127.0.0.1:{port}"
         self.log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed in stop()
-        command = [str(BIN / "parallel-rag"), "serve", "--port", str(port), *extra]
+        command = [str(BIN / "parallel-rag"), *config_args, "serve", "--port", str(port), *extra]
         self.process = subprocess.Popen(
             command,
             cwd=workdir,
@@ -202,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench" / "out" / "load")
     parser.add_argument("--sample-interval", type=float, default=0.5)
     parser.add_argument("--max-growth", type=float, default=0.10)
+    parser.add_argument(
+        "--sentence-cache",
+        type=int,
+        help="serve with generator.sentence_cache_size set to this (0: the uncached baseline)",
+    )
     args = parser.parse_args(argv)
 
     env = {**os.environ, **ENV}
@@ -213,7 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         if line.strip()
     ]
     extra = ["--max-concurrency", str(args.max_concurrency)] if args.max_concurrency else []
-    server = Server(args.workdir, env, free_port(), extra)
+    config_args = []
+    if args.sentence_cache is not None:
+        config_args = ["--config", str(write_config(args.workdir, args.sentence_cache))]
+    server = Server(args.workdir, env, free_port(), extra, config_args)
     results: list[tuple[int, float, bool]] = []  # (status, seconds, all branches ok)
     errors: dict[str, int] = {}
     try:
@@ -255,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "requests": args.requests,
         "client_concurrency": args.concurrency,
         "server_max_concurrency": args.max_concurrency or "default",
+        "sentence_cache_size": "default" if args.sentence_cache is None else args.sentence_cache,
         "cpu_count": os.cpu_count(),
         "load_average_after": os.getloadavg(),
         "seconds": round(elapsed, 2),

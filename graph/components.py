@@ -212,6 +212,7 @@ def make_generator(
             max_sentences=config.max_sentences,
             embeddings=loader,
             min_similarity=config.min_similarity or 0.0,
+            sentence_cache_size=config.sentence_cache_size,
         )
     return ChatModelGenerator(
         model,

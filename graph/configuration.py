@@ -296,6 +296,11 @@ class GeneratorConfig(_Strict):
         description="extractive: embedding cosine a sentence needs to count as evidence "
         "(tuned for all-MiniLM-L6-v2); null = lexical matching only",
     )
+    sentence_cache_size: int = Field(
+        default=20_000,
+        ge=0,
+        description="extractive: sentence vectors kept between requests (LRU); 0 = none",
+    )
     llm: ChatModelSettings | None = None
     injection_mode: Literal["tool_role", "system_prompt"] = "tool_role"
     max_context_length: int = Field(default=10000, gt=0)

@@ -352,6 +352,23 @@ def test_generator_settings_from_config(fakes):
     assert human.content == QUESTION
 
 
+@pytest.mark.parametrize("size", [0, 7])
+def test_extractive_sentence_cache_size_from_config(size):
+    from parallel_rag.graph.components import make_generator
+    from parallel_rag.graph.configuration import parse_config
+
+    config = parse_config({"generator": {"sentence_cache_size": size}}, extra_retrievers=["a", "b"])
+    generator = make_generator(config.generator, None, config.embeddings)
+    assert generator.sentence_cache_size == size
+
+
+def test_a_negative_sentence_cache_size_is_refused_naming_the_field():
+    from parallel_rag.graph.configuration import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match="generator.sentence_cache_size"):
+        parse_config({"generator": {"sentence_cache_size": -1}}, extra_retrievers=["a", "b"])
+
+
 def test_extractive_is_the_default_generator(fakes):
     result = build_graph({}, retrievers=eiffel_retrievers(fakes)).invoke(QUESTION)
     assert result["answer"] == "The Eiffel Tower stands in Paris, built in 1889. [1]"
