@@ -96,6 +96,7 @@ def build_graph(
     retrievers: Mapping[str, BaseRetriever] | None = None,
     rewriter_model: BaseChatModel | None = None,
     generator_model: BaseChatModel | None = None,
+    reranker_model: BaseChatModel | None = None,
     base_dir: str | os.PathLike | None = None,
     name: str = "parallel-rag",
 ) -> RAGGraph:
@@ -182,7 +183,7 @@ def build_graph(
         builder.add_node(
             "rerank",
             make_rerank_node(
-                make_scorer(reranker.relative_to(root)),
+                make_scorer(reranker.relative_to(root), reranker_model),
                 top_k=reranker.top_k,
                 on_failure=reranker.on_failure or pipeline.on_failure,
                 max_candidates=reranker.max_candidates,

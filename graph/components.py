@@ -17,6 +17,7 @@ from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.external_api import ExternalAPIRetriever
 from parallel_rag.backends.generators import ChatModelGenerator, ExtractiveGenerator
 from parallel_rag.backends.hybrid import HybridRetriever
+from parallel_rag.backends.listwise_reranker import ListwiseLLMScorer
 from parallel_rag.backends.milvus import MilvusRetriever
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever
 from parallel_rag.backends.prompts import GENERATOR_SYSTEM_PROMPT
@@ -222,13 +223,29 @@ def make_generator(
     )
 
 
-def make_scorer(config: RerankerConfig) -> CrossEncoderScorer | EmbeddingSimilarityScorer:
+def make_scorer(
+    config: RerankerConfig, model: BaseChatModel | None = None
+) -> CrossEncoderScorer | EmbeddingSimilarityScorer | ListwiseLLMScorer:
     """The reranker's scorer, its model loaded now (once per process, shared by every branch).
 
     A ``layer``/``dimension`` the model was not trained for, or a ``max_tokens`` above what it
     reads, is a ``ConfigError`` naming the field. A model that cannot be found is not: like the
     seed, it follows ``on_failure`` on each request (and is retried, so it may appear later).
+    ``kind: llm`` ranks with ``model`` when given, else with ``reranker.llm``.
     """
+    if config.kind == "llm":
+        if model is None and config.llm is None:
+            raise ConfigError(
+                "reranker.llm: kind 'llm' needs a chat model (set reranker.llm, or pass "
+                "reranker_model= to build_graph)"
+            )
+        return ListwiseLLMScorer(
+            model or make_chat_model(config.llm),
+            window_size=config.window_size,
+            window_step=config.window_step,
+            passage_chars=config.passage_chars,
+            overflow=config.overflow,
+        )
     scorer: CrossEncoderScorer | EmbeddingSimilarityScorer
     assert config.model is not None  # validated: bundled for embedding, required otherwise
     if config.kind == "cross_encoder":

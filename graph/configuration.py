@@ -241,8 +241,16 @@ class RerankerConfig(_Strict):
     ``layer``/``dimension`` (0 = full) pick a trained exit of a cross-encoder.
     """
 
-    kind: Literal["embedding", "cross_encoder"] = "embedding"
+    kind: Literal["embedding", "cross_encoder", "llm"] = "embedding"
     model: str | None = Field(default=None, validate_default=True)
+    llm: ChatModelSettings | None = Field(
+        default=None, description="kind llm: the chat model that ranks (or build_graph's model)"
+    )
+    window_size: int = Field(default=10, ge=2, le=100, description="kind llm: passages per call")
+    window_step: int = Field(default=5, ge=1, le=100, description="kind llm: window stride")
+    passage_chars: int = Field(
+        default=500, gt=0, description="kind llm: characters of each passage the model reads"
+    )
     device: str = "cpu"
     top_k: int | None = Field(default=None, gt=0)
     max_candidates: int = Field(default=DEFAULT_RERANK_CANDIDATES, gt=0, le=1000)
@@ -256,6 +264,10 @@ class RerankerConfig(_Strict):
     @field_validator("model")
     @classmethod
     def _model_for_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("kind") == "llm":
+            if value:
+                raise ValueError("kind 'llm' ranks with reranker.llm (a chat model), not a model")
+            return None
         if info.data.get("kind") == "cross_encoder":
             if not value or value == BUNDLED:
                 raise ValueError(
@@ -271,6 +283,22 @@ class RerankerConfig(_Strict):
         if value and info.data.get("kind") != "cross_encoder":
             raise ValueError("selects a cross-encoder exit: only for kind 'cross_encoder'")
         return value
+
+    @model_validator(mode="after")
+    def _llm_settings_for_llm_only(self) -> RerankerConfig:
+        if self.kind != "llm":
+            changed = self.model_fields_set & {"llm", "window_size", "window_step", "passage_chars"}
+            if changed:
+                field = sorted(changed)[0]
+                raise ValueError(f"{field}: only for kind 'llm'")
+            return self
+        if self.max_tokens is not None:
+            raise ValueError(
+                "max_tokens: kind 'llm' bounds each passage in characters (passage_chars)"
+            )
+        if self.window_step > self.window_size:
+            raise ValueError("window_step: must not exceed window_size")
+        return self
 
     def relative_to(self, base_dir: Path) -> RerankerConfig:
         """A copy whose ``model`` names the existing path under ``base_dir`` when there is one

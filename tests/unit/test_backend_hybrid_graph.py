@@ -69,8 +69,8 @@ def _hybrid(primary, fallback, **kwargs) -> HybridRetriever:
 
 @pytest.fixture
 def fixed_scorer(monkeypatch):
-    monkeypatch.setattr(components_module, "make_scorer", lambda config: FixedScorer())
-    monkeypatch.setattr(builder_module, "make_scorer", lambda config: FixedScorer())
+    monkeypatch.setattr(components_module, "make_scorer", lambda config, *_: FixedScorer())
+    monkeypatch.setattr(builder_module, "make_scorer", lambda config, *_: FixedScorer())
 
 
 # ---------------------------------------------------------------- the graph shows the fallback

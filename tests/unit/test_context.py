@@ -62,8 +62,8 @@ class CountingScorer:
 @pytest.fixture
 def scorer(monkeypatch) -> CountingScorer:
     counting = CountingScorer()
-    monkeypatch.setattr(components_module, "make_scorer", lambda config: counting)
-    monkeypatch.setattr(builder_module, "make_scorer", lambda config: counting)
+    monkeypatch.setattr(components_module, "make_scorer", lambda config, *_: counting)
+    monkeypatch.setattr(builder_module, "make_scorer", lambda config, *_: counting)
     return counting
 
 

@@ -60,7 +60,7 @@ class TableScorer:
 
 
 def graph_with(retrievers, scorer, monkeypatch, **reranker):
-    monkeypatch.setattr(builder_module, "make_scorer", lambda config: scorer)
+    monkeypatch.setattr(builder_module, "make_scorer", lambda config, *_: scorer)
     return build_graph(
         {"retrievers": [], "reranker": {"kind": "embedding", **reranker}}, retrievers=retrievers
     )
@@ -108,7 +108,6 @@ def test_reranker_defaults():
         ({"max_tokens": 0}, "reranker.max_tokens"),
         ({"overflow": "cut"}, "reranker.overflow"),
         ({"batch_size": 0}, "reranker.batch_size"),
-        ({"kind": "llm"}, "reranker.kind"),
         ({"pair_scorer": {"layer": 1}}, "reranker.pair_scorer"),
     ],
 )
