@@ -14,6 +14,11 @@ Scorers:
   ms-marco-MiniLM-L6-v2, so its cost rows are representative; its quality rows are a floor, not
   a claim about trained cross-encoders.
   ``overflow: truncate`` at 512 tokens.
+- ``llm``: listwise ranking by a chat model (``reranker.kind: llm``, RankGPT's window of 20 by
+  10, so 20 candidates take one call), each passage's first ``--llm-passage-chars`` characters
+  (``overflow: truncate``). ``--llm-url`` names an OpenAI-compatible server; by default the
+  harness starts the packaged SmolLM2-135M-Instruct on llama.cpp's server on loopback. The
+  ``ms/rerank of N`` column is not measured for it (N/10 - 1 calls per rerank).
 
 The ``over budget`` column is the share of candidates that ``overflow: reject`` would refuse.
 ``--cost-only`` skips quality and the dense index: it times one rerank of BM25's top
@@ -36,6 +41,7 @@ costs read as one CPU thread). The full run is ~10k documents to embed and ~32k 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -49,6 +55,7 @@ import numpy as np
 from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.backends.cross_encoder import CrossEncoderScorer
 from parallel_rag.backends.embeddings import bundled_model_path
+from parallel_rag.backends.listwise_reranker import ListwiseLLMScorer
 from parallel_rag.backends.rerank_scorers import EmbeddingSimilarityScorer
 from parallel_rag.graph.configuration import PipelineConfig, parse_config
 from parallel_rag.nodes.fuse import reciprocal_rank_fusion
@@ -175,6 +182,10 @@ def over_budget_share(scorer, branches, sample: int = 50) -> float:
         for branch in branches[qid]:
             texts = [h["content"] for h in branch["hits"]]
             if not texts:
+                continue
+            if isinstance(scorer, ListwiseLLMScorer):
+                over += sum(len(t) > scorer.passage_chars for t in texts)
+                total += len(texts)
                 continue
             if isinstance(scorer, CrossEncoderScorer):
                 counts = scorer.loaded.count_pairs(branch["view"], texts)
@@ -338,7 +349,39 @@ def main() -> None:
     parser.add_argument("--cost-candidates", type=int, default=50, help="depth of the cost row")
     parser.add_argument("--cost-only", action="store_true", help="only time reranks (BM25 hits)")
     parser.add_argument("--cost-queries", type=int, default=10)
+    parser.add_argument("--llm-url", default=None, help="OpenAI-compatible base URL (llm scorer)")
+    parser.add_argument("--llm-model", default="smollm2")
+    parser.add_argument("--llm-passage-chars", type=int, default=400)
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        if "llm" in args.scorers and args.llm_url is None:
+            from bench.rewriting import llama_server
+
+            WORK.mkdir(parents=True, exist_ok=True)
+            args.llm_url = stack.enter_context(llama_server(WORK / "llama-server.log"))
+        run(args)
+
+
+def llm_scorer(args) -> ListwiseLLMScorer:
+    from parallel_rag.backends.chat_models import ChatModelSettings, make_chat_model
+
+    settings = ChatModelSettings(
+        model=args.llm_model,
+        base_url=args.llm_url,
+        temperature=0,
+        max_tokens=120,
+        timeout_seconds=300,
+    )
+    return ListwiseLLMScorer(
+        make_chat_model(settings),
+        window_size=20,
+        window_step=10,
+        passage_chars=args.llm_passage_chars,
+        overflow="truncate",
+    )
+
+
+def run(args) -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     import torch
 
@@ -352,7 +395,10 @@ def main() -> None:
             WORK / "probe-cross-encoder-v2", args.data, args.candidates
         )
         scorers["cross_encoder"] = CrossEncoderScorer(model, overflow="truncate").prepare()
+    if "llm" in args.scorers:
+        scorers["llm"] = llm_scorer(args)
     label = {
+        "llm": f"llm listwise ({args.llm_model}, first {args.llm_passage_chars} chars)",
         "embedding": "embedding (MiniLM cosine)",
         "cross_encoder": "cross_encoder ("
         + (args.cross_encoder or "MiniLM probe, SciFact-train head")
@@ -392,7 +438,11 @@ def main() -> None:
             wall = time.perf_counter() - started
             after = quality(reranked, qrels)
             per_query = wall * 1000 / len(queries)
-            deep_cost = cost_at(scorer, [bs[0] for bs in deep.values()], args.cost_candidates)
+            deep_cost = (
+                float("nan")
+                if key == "llm"
+                else cost_at(scorer, [bs[0] for bs in deep.values()], args.cost_candidates)
+            )
             record[name][key] = {
                 "quality": after,
                 "costs_ms": {b: statistics.fmean(v) for b, v in costs.items()},
@@ -443,7 +493,8 @@ def main() -> None:
     for name, scorer_label, mean, p95, per_query, per_candidate, deep, share, fails in rows_cost:
         print(
             f"| {name} | {scorer_label} | {mean:.0f} | {p95:.0f} | {per_query:.0f} "
-            f"| {per_candidate:.1f} | {deep:.0f} | {share:.0%} | {fails} |"
+            f"| {per_candidate:.1f} | {'—' if deep != deep else f'{deep:.0f}'} | {share:.0%} "
+            f"| {fails} |"
         )
 
 
