@@ -238,7 +238,9 @@ class RerankerConfig(_Strict):
     all-MiniLM-L6-v2 unless ``model`` says otherwise); ``cross_encoder`` needs ``model``, a local
     path (relative to the config file) or a cached Hugging Face name. ``max_candidates`` is the
     explicit CPU budget: only a branch's first N hits are scored, the rest follow unscored.
-    ``layer``/``dimension`` (0 = full) pick a trained exit of a cross-encoder.
+    ``layer``/``dimension`` (0 = full) pick a trained exit of a cross-encoder. ``llm`` ranks
+    listwise with the chat model ``llm`` in windows of ``window_size`` by ``window_step``,
+    reading each passage's first ``passage_chars`` characters.
     """
 
     kind: Literal["embedding", "cross_encoder", "llm"] = "embedding"
@@ -246,8 +248,8 @@ class RerankerConfig(_Strict):
     llm: ChatModelSettings | None = Field(
         default=None, description="kind llm: the chat model that ranks (or build_graph's model)"
     )
-    window_size: int = Field(default=10, ge=2, le=100, description="kind llm: passages per call")
-    window_step: int = Field(default=5, ge=1, le=100, description="kind llm: window stride")
+    window_size: int = Field(default=20, ge=2, le=100, description="kind llm: passages per call")
+    window_step: int = Field(default=10, ge=1, le=100, description="kind llm: window stride")
     passage_chars: int = Field(
         default=500, gt=0, description="kind llm: characters of each passage the model reads"
     )

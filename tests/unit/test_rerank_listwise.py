@@ -123,7 +123,7 @@ def test_llm_reranker_settings():
             "reranker": {"kind": "llm", "llm": {"model": "m", "base_url": "http://127.0.0.1:1"}},
         }
     ).reranker
-    assert (config.window_size, config.window_step, config.passage_chars) == (10, 5, 500)
+    assert (config.window_size, config.window_step, config.passage_chars) == (20, 10, 500)
     assert config.model is None and config.llm.model == "m"
 
 
