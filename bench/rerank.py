@@ -177,7 +177,7 @@ def quality(branches: dict[str, list[BranchResult]], qrels) -> dict[str, float]:
 def over_budget_share(scorer, branches, sample: int = 50) -> float:
     """Share of candidates longer than the scorer's budget, on the first ``sample`` queries."""
     over = total = 0
-    budget = scorer.budget
+    budget = getattr(scorer, "budget", None)
     for qid in list(branches)[:sample]:
         for branch in branches[qid]:
             texts = [h["content"] for h in branch["hits"]]

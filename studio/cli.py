@@ -103,6 +103,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from parallel_rag.studio.evaluation import evaluate
+
+    if args.queries is not None and args.queries < 1:
+        raise ValueError(f"--queries: must be at least 1, got {args.queries}")
+    if not 1 <= args.depth <= 1000:
+        raise ValueError(f"--depth: must be between 1 and 1000, got {args.depth}")
+    pipeline, _ = _load(args.config)
+    folder = Path(args.dataset)
+    workdir = Path(args.workdir or Path(".parallel-rag-eval") / folder.resolve().name)
+    scores = evaluate(
+        folder,
+        pipeline,
+        workdir,
+        split=args.split,
+        max_queries=args.queries,
+        measures=args.measure or ["nDCG@10", "R@100"],
+        depth=args.depth,
+        progress=not args.quiet,
+    )
+    if args.json:
+        print(json.dumps(scores, indent=2))
+        return 0
+    measures = list(next(iter(scores.values())))
+    print("| retriever | " + " | ".join(measures) + " |")
+    print("|---|" + "---:|" * len(measures))
+    for name, row in scores.items():
+        print(f"| {name} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")
+    return 0
+
+
 def parse_filters(items: list[str] | None) -> dict[str, str]:
     """``--filter KEY=VALUE`` options as a flat equality filter."""
     filters = {}
@@ -214,6 +247,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests waiting at most (default 64, each up to 60 s); beyond: 503 + Retry-After",
     )
     serve.set_defaults(run=cmd_serve)
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="score each retriever and the fused graph on a BEIR-layout collection",
+        description="Index a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) into "
+        "the config's bm25 and qdrant retrievers under --workdir, then print each retriever's "
+        "and the fused graph's scores (ir_measures).",
+    )
+    evaluate.add_argument("dataset", help="BEIR folder, e.g. ../shared/data/scifact")
+    evaluate.add_argument("--split", default="test", help="qrels file to judge with")
+    evaluate.add_argument("--queries", type=int, help="only the first N judged queries (by id)")
+    evaluate.add_argument(
+        "--measure", action="append", help="ir_measures name, repeatable (default nDCG@10, R@100)"
+    )
+    evaluate.add_argument("--depth", type=int, default=100, help="documents ranked per query")
+    evaluate.add_argument(
+        "--workdir", help="where the indexes go (default ./.parallel-rag-eval/<dataset name>)"
+    )
+    evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
+    evaluate.set_defaults(run=cmd_eval)
     return parser
 
 

@@ -19,7 +19,7 @@ from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.backends.document_loading import Chunk
 from parallel_rag.backends.qdrant import write_chunks
 from parallel_rag.graph.components import make_retriever, resolve_path
-from parallel_rag.graph.configuration import BM25Entry, PipelineConfig, QdrantEntry
+from parallel_rag.graph.configuration import BM25Entry, ConfigError, PipelineConfig, QdrantEntry
 from parallel_rag.graph.ingestion import embed_chunks
 
 BEIR_NAMESPACE = uuid.UUID("0c7d3f5e-8a61-4b3a-9f2e-2b6f6c1d9e47")
@@ -150,3 +150,69 @@ def score_runs(
 def single_retrievers(config: PipelineConfig, base_dir: Path) -> dict[str, Any]:
     """Each configured retriever on its own, as its backend builds it."""
     return {entry.name: make_retriever(entry, config, base_dir) for entry in config.retrievers}
+
+
+EVALUABLE = (BM25Entry, QdrantEntry)
+
+
+def evaluate(
+    folder: str | Path,
+    config: PipelineConfig,
+    workdir: Path,
+    *,
+    split: str = "test",
+    max_queries: int | None = None,
+    measures: Iterable[str] = ("nDCG@10", "R@100"),
+    depth: int = 100,
+    progress: bool = False,
+) -> dict[str, dict[str, float]]:
+    """Index a BEIR collection into ``workdir`` with the config's bm25 and qdrant retrievers,
+    then score each retriever alone and the fused graph: ``{name: {measure: mean}}``.
+
+    The indexes live under ``workdir`` (never the config's own), and are reused while the
+    corpus and the retriever settings are unchanged (``eval-index.json`` records both).
+    """
+    from parallel_rag.graph.builder import build_graph
+
+    for position, entry in enumerate(config.retrievers):
+        if not isinstance(entry, EVALUABLE):
+            raise ConfigError(
+                f"retrievers.{position}.backend: eval indexes the collection into bm25 and "
+                f"qdrant retrievers only, not {entry.backend!r} ({entry.name})"
+            )
+    measures = list(measures)
+    for measure in measures:
+        _parse_measure(measure)
+    collection = load_beir(folder, split)
+    qids = sorted(collection.queries)[: max_queries or None]
+    queries = {qid: collection.queries[qid] for qid in qids}
+    qrels = {qid: collection.qrels[qid] for qid in qids}
+    workdir.mkdir(parents=True, exist_ok=True)
+    fingerprint = {
+        "corpus": str(Path(folder).resolve()),
+        "documents": len(collection.corpus),
+        "retrievers": [e.model_dump(mode="json") for e in config.retrievers],
+        "embeddings": config.embeddings.model_dump(mode="json"),
+    }
+    marker = workdir / "eval-index.json"
+    if not marker.is_file() or json.loads(marker.read_text(encoding="utf-8")) != fingerprint:
+        marker.unlink(missing_ok=True)
+        index_corpus(collection.corpus, config, workdir, progress=progress)
+        marker.write_text(json.dumps(fingerprint, indent=2), encoding="utf-8")
+    scores: dict[str, dict[str, float]] = {}
+    for name, retriever in single_retrievers(config, workdir).items():
+        scores[name] = score_runs(run_retriever(retriever, queries, depth), qrels, measures)
+    graph = build_graph(config, base_dir=workdir)
+    scores["fused"] = score_runs(run_graph(graph, queries, depth), qrels, measures)
+    return scores
+
+
+def _parse_measure(measure: str) -> None:
+    import ir_measures
+
+    try:
+        ir_measures.parse_measure(measure)
+    except (ValueError, NameError) as error:
+        raise ValueError(
+            f"--measure: {measure!r} is not an ir_measures measure ({error})"
+        ) from None
