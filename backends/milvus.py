@@ -402,6 +402,46 @@ class MilvusRetriever(SearchKwargsRetriever):
         return scored_document(str(doc_id), content, metadata, float(hit["distance"]))
 
 
+def stored_fingerprints(
+    settings: MilvusSettings,
+    base_dir: Path | None,
+    file_ids: Sequence[str],
+    *,
+    embedding_model: str = BUNDLED,
+    device: str = "cpu",
+) -> set[tuple[str, str, str | None]]:
+    """(chunk id, file id, ``chunk_hash``) of every entity the files have in the collection:
+    what ingest compares with fresh chunks to leave unchanged files alone."""
+    store = open_store(settings, base_dir, embedding_model, device)
+    uri = settings.resolved_uri(base_dir)
+    found: set[tuple[str, str, str | None]] = set()
+    with _lock_for(uri):
+        client = store.client
+        if not file_ids or not client.has_collection(settings.collection):
+            return found
+        field = milvus_field("file_id", settings.metadata_field)
+        wanted = [settings.metadata_field] if settings.metadata_field else ["file_id", "chunk_hash"]
+        for start in range(0, len(file_ids), DELETE_BATCH):
+            batch = file_ids[start : start + DELETE_BATCH]
+            rows = client.query(
+                settings.collection,
+                filter=" or ".join(f"{field} == {milvus_literal(f)}" for f in batch),
+                output_fields=[settings.primary_field, *wanted],
+            )
+            for row in rows:
+                metadata = (
+                    (row.get(settings.metadata_field) or {}) if settings.metadata_field else row
+                )
+                found.add(
+                    (
+                        str(row[settings.primary_field]),
+                        metadata.get("file_id"),
+                        metadata.get("chunk_hash"),
+                    )
+                )
+    return found
+
+
 def write_chunks(
     settings: MilvusSettings,
     base_dir: Path | None,

@@ -175,6 +175,42 @@ class QdrantRetriever(SearchKwargsRetriever):
         return scored_document(point_id, doc.page_content, metadata, score)
 
 
+def stored_fingerprints(
+    settings: QdrantSettings, base_dir: Path | None, file_ids: Sequence[str]
+) -> set[tuple[str, str, str | None]]:
+    """(chunk id, file id, ``chunk_hash``) of every point the files have in the collection:
+    what ingest compares with fresh chunks to leave unchanged files alone."""
+    key = settings.connection_key(base_dir)
+    client = shared_client(key, settings.api_key)
+    found: set[tuple[str, str, str | None]] = set()
+    with client_lock(key):
+        if not file_ids or not client.collection_exists(settings.collection):
+            return found
+        selector = models.Filter(
+            must=[
+                models.FieldCondition(
+                    key=f"{settings.metadata_field}.file_id",
+                    match=models.MatchAny(any=list(file_ids)),
+                )
+            ]
+        )
+        offset = None
+        while True:
+            points, offset = client.scroll(
+                settings.collection,
+                scroll_filter=selector,
+                limit=1024,
+                offset=offset,
+                with_payload=[settings.metadata_field],
+                with_vectors=False,
+            )
+            for point in points:
+                metadata = (point.payload or {}).get(settings.metadata_field) or {}
+                found.add((str(point.id), metadata.get("file_id"), metadata.get("chunk_hash")))
+            if offset is None:
+                return found
+
+
 def write_chunks(
     settings: QdrantSettings,
     base_dir: Path | None,

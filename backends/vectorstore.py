@@ -175,6 +175,22 @@ def _write_lock(directory: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def stored_fingerprints(
+    directory: Path, file_ids: Sequence[str]
+) -> set[tuple[str, str, str | None]]:
+    """(chunk id, file id, ``chunk_hash``) of every chunk the files have in the store's live
+    revision: what ingest compares with fresh chunks to leave unchanged files alone."""
+    if not current_revision(directory):
+        return set()
+    store = open_store(directory)
+    wanted = set(file_ids)
+    return {
+        (chunk_id, meta.get("file_id"), meta.get("chunk_hash"))
+        for chunk_id, meta in zip(store.ids, store.metadatas, strict=True)
+        if meta.get("file_id") in wanted
+    }
+
+
 def write_chunks(
     directory: Path,
     *,

@@ -7,11 +7,19 @@ All files are read and validated, embedded (once, shared by all dense stores) an
 opened before anything is written, so a bad file, a missing model or a store another process
 holds leaves every index as it was. Chunk ids are stable and each index replaces a file's
 chunks as a whole, so an ingest killed halfway converges when run again: every chunk present
-exactly once, the same ids in every index; re-ingesting unchanged files changes nothing.
+exactly once, the same ids in every index.
+
+Re-ingesting unchanged files changes nothing: every chunk carries a ``chunk_hash`` of its text,
+metadata and embedding model; a vector store that already holds a file's chunks with the same
+ids and hashes is not written for that file, and those chunks are not embedded again (a file
+half-written by a killed ingest has missing points, so it counts as changed).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +33,14 @@ from parallel_rag.backends.document_loading import (
     file_id_for,
     load_chunks,
 )
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.milvus import open_store as open_milvus_store
+from parallel_rag.backends.milvus import stored_fingerprints as milvus_fingerprints
 from parallel_rag.backends.milvus import write_chunks as write_milvus_chunks
 from parallel_rag.backends.qdrant import shared_client, write_chunks
+from parallel_rag.backends.qdrant import stored_fingerprints as qdrant_fingerprints
 from parallel_rag.backends.vectorstore import DEFAULT_ROOT
+from parallel_rag.backends.vectorstore import stored_fingerprints as store_fingerprints
 from parallel_rag.backends.vectorstore import write_chunks as write_store_chunks
 from parallel_rag.graph.components import resolve_path
 from parallel_rag.graph.configuration import (
@@ -54,13 +65,61 @@ class IngestReport:
     files: list[str] = field(default_factory=list)
     chunks: int = 0
     indexes: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # indexes that already held it all
+    embedded: int = 0  # chunks embedded (unchanged files are not)
+
+
+Fingerprint = tuple[str, str, str | None]  # (chunk id, file id, chunk hash)
+
+
+def add_chunk_hashes(chunks: Sequence[Chunk], embedding_model: str) -> None:
+    """Stamp each chunk with a hash of what its index entries are made of."""
+    identity = embedding_identity(embedding_model)
+    for chunk in chunks:
+        chunk.metadata.pop("chunk_hash", None)
+        payload = json.dumps(
+            [chunk.content, chunk.metadata, identity], sort_keys=True, ensure_ascii=False
+        )
+        chunk.metadata["chunk_hash"] = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+def changed_files(
+    chunks: Sequence[Chunk], file_ids: set[str], stored: set[Fingerprint]
+) -> set[str]:
+    """The files whose chunks in an index differ from ``chunks`` (ids or hashes)."""
+    fresh: dict[str, set[Fingerprint]] = defaultdict(set)
+    for c in chunks:
+        fresh[c.metadata["file_id"]].add((c.id, c.metadata["file_id"], c.metadata["chunk_hash"]))
+    held: dict[str, set[Fingerprint]] = defaultdict(set)
+    for fingerprint in stored:
+        held[fingerprint[1]].add(fingerprint)
+    return {f for f in file_ids if fresh[f] != held[f]}
+
+
+def stored_in(
+    entry: RetrieverEntry, config: PipelineConfig, base_dir: Path, file_ids: set[str]
+) -> set[Fingerprint]:
+    """What a vector store holds for the files."""
+    ids = sorted(file_ids)
+    if isinstance(entry, QdrantEntry):
+        return qdrant_fingerprints(entry.backend_config, base_dir, ids)
+    if isinstance(entry, MilvusEntry):
+        return milvus_fingerprints(
+            entry.backend_config,
+            base_dir,
+            ids,
+            embedding_model=config.embeddings.model,
+            device=config.embeddings.device,
+        )
+    assert isinstance(entry, VectorStoreEntry)
+    return store_fingerprints(entry.backend_config.store_dir(base_dir), ids)
 
 
 def replace_in_bm25(
     entry: BM25Entry, base_dir: Path, chunks: Sequence[Chunk], file_ids: set[str]
-) -> int:
-    """Rebuild the BM25 index with the files' old chunks swapped for the new ones (nothing is
-    written when they are the same chunks under the same parameters)."""
+) -> bool:
+    """Rebuild the BM25 index with the files' old chunks swapped for the new ones; False (and
+    nothing written) when they are the same chunks under the same parameters."""
     settings = entry.backend_config
     path = Path(resolve_path(settings.index_path, base_dir))
     kept: list[tuple[str, str, dict[str, Any]]] = []
@@ -72,11 +131,11 @@ def replace_in_bm25(
             replaced = c.metadata.get("file_id") in file_ids
             (old if replaced else kept).append((c.id, c.content, c.metadata))
         if old == fresh and (existing.k1, existing.b) == (settings.k1, settings.b):
-            return len(existing)
+            return False
     merged = kept + fresh
     index = BM25Index.from_chunks(merged, engine=settings.engine, k1=settings.k1, b=settings.b)
     index.save(path)
-    return len(merged)
+    return True
 
 
 WRITABLE = (BM25Entry, QdrantEntry, MilvusEntry, VectorStoreEntry)
@@ -179,19 +238,42 @@ def ingest_paths(
             )
         )
     file_ids = {file_id_for(path) for path in files}
+    add_chunk_hashes(chunks, config.embeddings.model)
     report = IngestReport(files=[str(p) for p in files], chunks=len(chunks))
 
     open_stores(targets, config, base_dir)  # a store another process holds fails here, early
-    vectors: list[list[float]] | None = None
-    if any(isinstance(entry, DENSE_TARGETS) for entry in targets):
-        vectors = embed_chunks(chunks, config.embeddings.model, config.embeddings.device, progress)
-    for entry in targets:
+    to_write = {
+        position: changed_files(chunks, file_ids, stored_in(entry, config, base_dir, file_ids))
+        for position, entry in enumerate(targets)
+        if isinstance(entry, DENSE_TARGETS)
+    }
+    needed = set().union(*to_write.values())
+    to_embed = [c for c in chunks if c.metadata["file_id"] in needed]
+    vectors: dict[str, list[float]] = {}
+    if to_embed:
+        embedded = embed_chunks(
+            to_embed, config.embeddings.model, config.embeddings.device, progress
+        )
+        vectors = {c.id: v for c, v in zip(to_embed, embedded, strict=True)}
+    report.embedded = len(to_embed)
+    for position, entry in enumerate(targets):
+        label = f"vector store {store}" if store is not None else f"{entry.name} ({entry.backend})"
+        report.indexes.append(label)
+        if isinstance(entry, BM25Entry):
+            if not replace_in_bm25(entry, base_dir, chunks, file_ids):
+                report.unchanged.append(label)
+            continue
+        files_to_write = to_write[position]
+        if not files_to_write:
+            report.unchanged.append(label)
+            continue
+        written = [c for c in chunks if c.metadata["file_id"] in files_to_write]
         columns = {
-            "ids": [c.id for c in chunks],
-            "texts": [c.content for c in chunks],
-            "metadatas": [c.metadata for c in chunks],
-            "vectors": vectors,
-            "replace_file_ids": sorted(file_ids),
+            "ids": [c.id for c in written],
+            "texts": [c.content for c in written],
+            "metadatas": [c.metadata for c in written],
+            "vectors": [vectors[c.id] for c in written],
+            "replace_file_ids": sorted(files_to_write),
         }
         if isinstance(entry, QdrantEntry):
             write_chunks(entry.backend_config, base_dir, **columns)
@@ -203,14 +285,10 @@ def ingest_paths(
                 device=config.embeddings.device,
                 **columns,
             )
-        elif isinstance(entry, VectorStoreEntry):
+        else:
             write_store_chunks(
                 entry.backend_config.store_dir(base_dir),
                 embedding_model=config.embeddings.model,
                 **columns,
             )
-        else:
-            replace_in_bm25(entry, base_dir, chunks, file_ids)
-        label = f"vector store {store}" if store is not None else f"{entry.name} ({entry.backend})"
-        report.indexes.append(label)
     return report

@@ -39,9 +39,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         extra_metadata=metadata or None,
         store=args.store,
     )
+    unchanged = f"; already up to date: {', '.join(report.unchanged)}" if report.unchanged else ""
     print(
         f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
-        f"{', '.join(report.indexes)}"
+        f"{', '.join(report.indexes)}{unchanged}"
     )
     return 0
 

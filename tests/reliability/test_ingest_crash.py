@@ -24,6 +24,8 @@ from parallel_rag.backends.document_loading import load_chunks
 from parallel_rag.backends.milvus import MilvusSettings, open_store
 from parallel_rag.backends.qdrant import QdrantSettings, shared_client
 from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.configuration import load_config
+from parallel_rag.graph.ingestion import ingest_paths
 from parallel_rag.studio.cli import main
 
 pytestmark = pytest.mark.integration
@@ -182,17 +184,18 @@ def test_ingest_killed_halfway_then_rerun_is_consistent_and_idempotent(
     check_consistent(tmp_path)
     assert not list((tmp_path / "idx").glob(".bm25.old-*"))  # the moved-aside index was used
 
-    # the same files again: nothing changes, and BM25 is not even rewritten
+    # the same files again: nothing changes (vectors to the bit), nothing is even written
     bm25_files = {p: p.stat().st_mtime_ns for p in (tmp_path / "idx/bm25").rglob("*")}
     before = (bm25_chunks(tmp_path), qdrant_points(tmp_path), milvus_rows(tmp_path))
-    ingest(tmp_path)
+    report = ingest_paths(FILES, load_config(tmp_path / "parallel-rag.yaml")[0], tmp_path)
+    assert report.embedded == 0
+    assert (
+        report.unchanged
+        == report.indexes
+        == ["lexical (bm25)", "dense (qdrant)", "milvus (milvus)"]
+    )
     after = (bm25_chunks(tmp_path), qdrant_points(tmp_path), milvus_rows(tmp_path))
-    assert after[0] == before[0] and after[2] == before[2]
-    assert [p[:2] for p in after[1]] == [p[:2] for p in before[1]]
-    # re-embedding the same text may differ in the last float bits (CPU kernels); no more
-    pairs = zip(after[1], before[1], strict=True)
-    drift = max(abs(x - y) for a, b in pairs for x, y in zip(a[2], b[2], strict=True))
-    assert drift < 1e-5, drift
+    assert after == before
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "idx/bm25").rglob("*")} == bm25_files
 
     result = build_graph(tmp_path / "parallel-rag.yaml").invoke(
@@ -203,3 +206,40 @@ def test_ingest_killed_halfway_then_rerun_is_consistent_and_idempotent(
         "dense": "ok",
         "milvus": "ok",
     }
+
+
+def test_reingest_embeds_and_writes_only_the_files_that_changed(tmp_path, monkeypatch):
+    """One edited file among ten: only its chunks are embedded and rewritten; every index
+    still agrees and the other files' points are untouched, vectors to the bit."""
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in FILES:
+        (corpus / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "parallel-rag.yaml").write_text(yaml.safe_dump(CONFIG), encoding="utf-8")
+    config = load_config(tmp_path / "parallel-rag.yaml")[0]
+    first = ingest_paths([corpus], config, tmp_path, progress=False)
+    assert first.embedded == first.chunks and first.unchanged == []
+    before = {p[0]: p for p in qdrant_points(tmp_path)}
+
+    edited = sorted(corpus.glob("*.md"))[3]
+    edited.write_text(edited.read_text(encoding="utf-8") + "\nA sentence added later.\n")
+    edited_chunks = load_chunks(edited)
+    second = ingest_paths([corpus], config, tmp_path, progress=False)
+    assert second.embedded == len(edited_chunks)
+    assert second.unchanged == []  # every index had that file to rewrite
+    after = {p[0]: p for p in qdrant_points(tmp_path)}
+    edited_ids = {c.id for c in edited_chunks}
+    assert {i: p for i, p in after.items() if i not in edited_ids} == {
+        i: p for i, p in before.items() if i not in edited_ids
+    }
+    assert any("A sentence added later." in after[i][1] for i in edited_ids)
+    milvus = {pk: text for pk, text, _ in milvus_rows(tmp_path)}
+    assert {i: p[1] for i, p in after.items()} == milvus == dict(bm25_chunks(tmp_path))
+
+    settings = QdrantSettings(collection="docs", path="idx/qdrant")
+    shared_client(settings.connection_key(tmp_path)).delete_collection("docs")  # index lost
+    third = ingest_paths([corpus], config, tmp_path, progress=False)
+    assert third.unchanged == ["lexical (bm25)", "milvus (milvus)"]
+    assert third.embedded == third.chunks  # the lost index is rebuilt whole
+    assert {p[0] for p in qdrant_points(tmp_path)} == set(milvus)
