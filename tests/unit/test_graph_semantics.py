@@ -56,7 +56,7 @@ def patch_scorer(monkeypatch):
     """Make the reranker use ``scorer`` instead of loading an embedding model."""
 
     def install(scorer: FakeScorer) -> FakeScorer:
-        def make_scorer(config):
+        def make_scorer(config, model=None):
             assert config.kind == "embedding"
             return scorer
 
