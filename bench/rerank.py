@@ -352,6 +352,13 @@ def main() -> None:
     parser.add_argument("--llm-url", default=None, help="OpenAI-compatible base URL (llm scorer)")
     parser.add_argument("--llm-model", default="smollm2")
     parser.add_argument("--llm-passage-chars", type=int, default=400)
+    parser.add_argument(
+        "--llm-queries",
+        type=int,
+        default=20,
+        help="the llm scorer ranks only the first N queries (a call takes seconds); a "
+        "'none' row on the same queries is its baseline (0 = all)",
+    )
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         if "llm" in args.scorers and args.llm_url is None:
@@ -432,12 +439,21 @@ def run(args) -> None:
         first = dict(list(queries.items())[:COST_QUERIES])
         deep = retrieve({"bm25": retrievers["bm25"]}, first, args.cost_candidates)
         for key, scorer in scorers.items():
-            share = over_budget_share(scorer, branches)
+            scored_branches, scored_qrels, scored_size = branches, qrels, size
+            if key == "llm" and args.llm_queries and args.llm_queries < len(branches):
+                scored_qids = list(branches)[: args.llm_queries]
+                scored_branches = {qid: branches[qid] for qid in scored_qids}
+                scored_qrels = {qid: qrels[qid] for qid in scored_qids}
+                scored_size = f"{len(scored_qids)} / {len(collection.corpus)}"
+                baseline = quality(scored_branches, scored_qrels)
+                record[name][f"none@{len(scored_qids)}"] = baseline
+                rows_quality.append((name, scored_size, "none (retrieval order)", baseline, None))
+            share = over_budget_share(scorer, scored_branches)
             started = time.perf_counter()
-            reranked, costs, failures = rerank_all(scorer, branches, args.candidates)
+            reranked, costs, failures = rerank_all(scorer, scored_branches, args.candidates)
             wall = time.perf_counter() - started
-            after = quality(reranked, qrels)
-            per_query = wall * 1000 / len(queries)
+            after = quality(reranked, scored_qrels)
+            per_query = wall * 1000 / len(scored_branches)
             deep_cost = (
                 float("nan")
                 if key == "llm"
@@ -451,7 +467,8 @@ def run(args) -> None:
                 "failures": failures,
                 f"cost_at_{args.cost_candidates}_ms": deep_cost,
             }
-            rows_quality.append((name, size, label[key], after, before))
+            reference = before if scored_branches is branches else baseline
+            rows_quality.append((name, scored_size, label[key], after, reference))
             all_costs = [c for v in costs.values() for c in v]
             rows_cost.append(
                 (
