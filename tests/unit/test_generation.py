@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from evidence_structure import split_evidence
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from parallel_rag.backends import prompts
 from parallel_rag.backends.generators import (
@@ -203,20 +204,7 @@ def test_retrieved_text_cannot_close_its_block_or_forge_another(docs):
     """DESIGN §7: instructions, fake headers, closing tags and chat-template special tokens in a
     document stay data inside that document's block."""
     text = format_evidence(docs, 10_000)
-    outside, bodies, inside = [], [], None
-    for line in text.splitlines():
-        if inside is None:
-            if line == "<evidence>":
-                inside = []
-            else:
-                outside.append(line)
-        elif line == "</evidence>":
-            bodies.append("\n".join(inside))
-            inside = None
-        else:
-            inside.append(line)
-    assert inside is None  # every block closed
-    headers = [line for line in outside if line and line != prompts.EVIDENCE_HEADER]
+    headers, bodies = split_evidence(text)  # fails on a block left open
     assert len(headers) == len(bodies) == len(docs)  # no forged block
     for number, header in enumerate(headers, start=1):
         assert re.fullmatch(rf"\[{number}\] \(source: [^<>\n]*\)", header)
