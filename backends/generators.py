@@ -215,29 +215,41 @@ def _evidence_block(number: int, source: str, content: str) -> str:
     return f"[{number}] (source: {source})\n<evidence>\n{content}\n</evidence>"
 
 
+CUT_MARK = "\n..."
+"""Ends evidence that ``max_context_length`` cut, after the last (closed) block."""
+
+
 def format_evidence(documents: Sequence[Mapping[str, Any]], max_chars: int) -> str:
     """Numbered evidence blocks, each body between ``<evidence>`` tags it cannot close.
 
     Retrieved text is untrusted (DESIGN §7): the body and the source are ``neutralize``d and
     the source kept on one line, so instructions in a document ("ignore previous
     instructions", a fake ``[2] (source: ...)`` header, a closing tag) stay data inside their
-    own block. Past ``max_chars`` the last block that fits is cut with ``...`` and still closed;
-    blocks after it are left out.
+    own block. Longer than ``max_chars``: the blocks that fit are kept, the next one is cut
+    (and still closed), the rest left out, and the text ends with ``...`` (DESIGN §4).
     """
-    text = prompts.EVIDENCE_HEADER
+    blocks = []
     for number, doc in enumerate(documents, start=1):
         source = doc.get("metadata", {}).get("source") or doc["id"]
         source = neutralize(" ".join(str(source).split()))
-        content = neutralize(doc["content"].strip())
+        blocks.append((number, source, neutralize(doc["content"].strip())))
+    full = prompts.EVIDENCE_HEADER + "".join("\n\n" + _evidence_block(*block) for block in blocks)
+    if len(full) <= max_chars:
+        return full
+    room = max_chars - len(CUT_MARK)
+    text = prompts.EVIDENCE_HEADER
+    if len(text) > room:
+        return (text[: max(0, max_chars - 3)] + "...")[:max_chars]
+    for number, source, content in blocks:
         block = "\n\n" + _evidence_block(number, source, content)
-        if len(text) + len(block) <= max_chars:
+        if len(text) + len(block) <= room:
             text += block
             continue
-        room = max_chars - len(text) - len("\n\n" + _evidence_block(number, source, "..."))
-        if room > 0:
-            text += "\n\n" + _evidence_block(number, source, content[:room].rstrip() + "...")
+        spare = room - len(text) - len("\n\n" + _evidence_block(number, source, ""))
+        if spare > 0:
+            text += "\n\n" + _evidence_block(number, source, content[:spare].rstrip())
         break
-    return text
+    return text + CUT_MARK
 
 
 EVIDENCE_CALL_ID = "call_evidence_0"

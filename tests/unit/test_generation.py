@@ -173,16 +173,17 @@ def test_evidence_is_cut_to_max_context_length_and_every_block_stays_closed(limi
     text = format_evidence(DOCS, limit)
     full = format_evidence(DOCS, 10_000)
     assert len(text) <= limit < len(full)
-    assert text.count("<evidence>") == text.count("</evidence>") >= 1
-    assert text.endswith("</evidence>")
-    if text.endswith("...\n</evidence>"):  # a cut block: its text is a prefix of the whole
-        assert full.startswith(text[: -len("...\n</evidence>")])
-    else:  # whole blocks only: the next one had no room
-        assert full.startswith(text)
+    assert text.endswith("</evidence>\n...")  # DESIGN §4: a cut context ends with "..."
+    headers, bodies = split_evidence(text[: -len("\n...")])  # every block closed
+    full_headers, full_bodies = split_evidence(full)
+    assert headers == full_headers[: len(headers)]
+    assert bodies[:-1] == full_bodies[: len(bodies) - 1]  # whole blocks first
+    assert full_bodies[len(bodies) - 1].startswith(bodies[-1])  # then the cut one
 
 
-def test_evidence_too_small_for_any_block_is_the_header_alone():
-    assert format_evidence(DOCS, 60) == prompts.EVIDENCE_HEADER
+def test_evidence_too_small_for_any_block_is_the_header_and_the_cut_mark():
+    assert format_evidence(DOCS, 60) == prompts.EVIDENCE_HEADER + "\n..."
+    assert format_evidence(DOCS, 20) == prompts.EVIDENCE_HEADER[:17] + "..."
 
 
 HOSTILE = (
@@ -257,7 +258,7 @@ def test_max_context_length_cuts_the_evidence(fakes, mode):
     (messages,) = model.calls
     evidence_message = messages[-1] if mode == "tool_role" else messages[0]
     evidence = evidence_message.content.split("\n\n" + prompts.GENERATOR_SYSTEM_PROMPT)[0]
-    assert len(evidence) <= 110 and evidence.endswith("...\n</evidence>")
+    assert len(evidence) <= 110 and evidence.endswith("</evidence>\n...")
     assert "museums" not in evidence_message.content
 
 
@@ -336,7 +337,7 @@ def test_generator_settings_from_config(fakes):
     ((system, human),) = model.calls
     evidence, instruction = system.content.rsplit("\n\n", 1)
     assert instruction == "Answer tersely with [n] citations."
-    assert len(evidence) <= 110 and evidence.endswith("...\n</evidence>")
+    assert len(evidence) <= 110 and evidence.endswith("</evidence>\n...")
     assert human.content == QUESTION
 
 

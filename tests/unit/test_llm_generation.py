@@ -151,7 +151,7 @@ def test_system_prompt_override_and_context_limit_from_config(fakes, mode):
     else:
         evidence, instruction = messages[0].content.rsplit("\n\n", 1)
         assert instruction == "Be brief; cite [n]."
-    assert len(evidence) <= 130 and evidence.endswith("...\n</evidence>")
+    assert len(evidence) <= 130 and evidence.endswith("</evidence>\n...")
     assert evidence.startswith(prompts.EVIDENCE_HEADER)
 
 
