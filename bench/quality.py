@@ -312,7 +312,7 @@ def scifact(
 def _with_rerank(test, cache, work, depth, add, log) -> str:
     from parallel_rag.backends.rerank_scorers import EmbeddingSimilarityScorer
 
-    reranker = {"kind": "embedding", "overflow": "truncate"}
+    reranker = {"kind": "embedding", "overflow": "truncate", "max_candidates": 50}
     scorer = EmbeddingSimilarityScorer(overflow="truncate").prepare()
     aliased = alias_truncations(cache, scorer, [doc_text(d) for d in test.corpus.values()])
     config = parse_config(pipeline(work, "scifact", depth=depth, reranker=reranker))

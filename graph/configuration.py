@@ -43,7 +43,7 @@ CONFIG_ENV = "PARALLEL_RAG_CONFIG"
 FailurePolicy = Literal["skip", "warn", "block"]
 DENSE_BACKENDS = {"qdrant", "milvus", "openai", "vectorstore"}
 MIN_RETRIEVERS, MAX_RETRIEVERS = 2, 4
-DEFAULT_RERANK_CANDIDATES = 50
+DEFAULT_RERANK_CANDIDATES = 20
 
 
 class ConfigError(ValueError):
