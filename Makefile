@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test lint unit integration bench bench-smoke clean chromium
+.PHONY: install demo test lint unit integration reliability bench bench-smoke clean chromium
 
 install: $(STAMP)
 
@@ -46,6 +46,9 @@ unit: install
 integration: install
 	$(BIN)/pytest tests/integration -q -s
 
+reliability: install
+	$(BIN)/pytest tests/reliability -q
+
 test: lint chromium
 	$(BIN)/pytest -q -rA -p no:cacheprovider
 
@@ -58,4 +61,4 @@ bench-smoke: install
 	$(BIN)/python -m bench --smoke
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .parallel-rag build dist *.egg-info
+	rm -rf $(VENV) $(DEMO_DIR) .parallel-rag .parallel-rag-eval build dist *.egg-info
