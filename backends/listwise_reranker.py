@@ -42,6 +42,22 @@ def parse_ranking(reply: str, count: int) -> list[int]:
     return order
 
 
+def validate_ranking_prompt(template: str) -> str:
+    """A ranking prompt must name ``{query}`` and ``{passages}`` and format with ``query``,
+    ``count`` and ``passages`` only."""
+    missing = [name for name in ("{query}", "{passages}") if name not in template]
+    if missing:
+        raise ValueError(f"must contain the {' and '.join(missing)} placeholder(s)")
+    try:
+        template.format(query="q", count=2, passages="[1] a")
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(
+            "only {query}, {count} and {passages} may be used; write other braces as {{ }} "
+            f"({type(error).__name__}: {error})"
+        ) from None
+    return template
+
+
 def window_starts(count: int, size: int, step: int) -> list[int]:
     """Where each window starts, back to front (RankGPT): the last window ends at ``count``,
     the first starts at 0."""

@@ -20,7 +20,7 @@ from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.backends.listwise_reranker import ListwiseLLMScorer
 from parallel_rag.backends.milvus import MilvusRetriever
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever
-from parallel_rag.backends.prompts import GENERATOR_SYSTEM_PROMPT
+from parallel_rag.backends.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
 from parallel_rag.backends.qdrant import QdrantRetriever
 from parallel_rag.backends.rerank_scorers import (
     BudgetSettingError,
@@ -245,6 +245,7 @@ def make_scorer(
             window_step=config.window_step,
             passage_chars=config.passage_chars,
             overflow=config.overflow,
+            prompt=config.prompt or LISTWISE_RERANK_PROMPT,
         )
     scorer: CrossEncoderScorer | EmbeddingSimilarityScorer
     assert config.model is not None  # validated: bundled for embedding, required otherwise

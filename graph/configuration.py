@@ -22,6 +22,7 @@ from parallel_rag.backends.chat_models import (
 from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.external_api import ExternalAPISettings
 from parallel_rag.backends.hybrid import HybridOptions
+from parallel_rag.backends.listwise_reranker import validate_ranking_prompt
 from parallel_rag.backends.milvus import MilvusSettings
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
 from parallel_rag.backends.qdrant import QdrantSettings
@@ -253,6 +254,11 @@ class RerankerConfig(_Strict):
     passage_chars: int = Field(
         default=500, gt=0, description="kind llm: characters of each passage the model reads"
     )
+    prompt: str | None = Field(
+        default=None,
+        description="kind llm: replaces prompts.LISTWISE_RERANK_PROMPT; placeholders {query}, "
+        "{count}, {passages}",
+    )
     device: str = "cpu"
     top_k: int | None = Field(default=None, gt=0)
     max_candidates: int = Field(default=DEFAULT_RERANK_CANDIDATES, gt=0, le=1000)
@@ -286,10 +292,16 @@ class RerankerConfig(_Strict):
             raise ValueError("selects a cross-encoder exit: only for kind 'cross_encoder'")
         return value
 
+    @field_validator("prompt")
+    @classmethod
+    def _ranking_prompt(cls, value: str | None) -> str | None:
+        return None if value is None else validate_ranking_prompt(value)
+
     @model_validator(mode="after")
     def _llm_settings_for_llm_only(self) -> RerankerConfig:
         if self.kind != "llm":
-            changed = self.model_fields_set & {"llm", "window_size", "window_step", "passage_chars"}
+            llm_only = {"llm", "window_size", "window_step", "passage_chars", "prompt"}
+            changed = self.model_fields_set & llm_only
             if changed:
                 field = sorted(changed)[0]
                 raise ValueError(f"{field}: only for kind 'llm'")

@@ -138,6 +138,9 @@ def test_llm_reranker_settings():
         ({"kind": "embedding", "window_size": 4}, "window_size"),
         ({"kind": "embedding", "llm": {"model": "m"}}, "llm"),
         ({"kind": "llm", "llm": {"model": ""}}, "reranker.llm.model"),
+        ({"kind": "llm", "prompt": "Rank: {passages}"}, "reranker.prompt"),
+        ({"kind": "llm", "prompt": "{query} {passages} {k}"}, "reranker.prompt"),
+        ({"kind": "embedding", "prompt": "{query} {passages}"}, "prompt"),
     ],
 )
 def test_bad_llm_reranker_settings_are_refused_naming_the_field(reranker, field):
@@ -190,3 +193,17 @@ def test_an_unusable_reply_follows_on_failure(fakes, policy):
     assert [d["id"] for d in result["documents"]] == ["d0", "d1", "d2"]  # retrieval order
     warned = [w for w in result["warnings"] if "reranker failed" in w]
     assert len(warned) == (2 if policy == "warn" else 0)
+
+
+def test_the_ranking_prompt_is_replaced_from_config(fakes):
+    model = fakes.RecordingChatModel(responses=["[2] > [1] > [3]"] * 2)
+    prompt = "Order these {count} for '{query}':\n{passages}\nBest first, numbers only."
+    graph = build_graph(
+        {"reranker": {"kind": "llm", "prompt": prompt}},
+        retrievers={name: fakes.ListRetriever(docs=branch_docs(fakes)) for name in ("a", "b")},
+        reranker_model=model,
+    )
+    assert [d["id"] for d in graph.invoke(QUERY)["documents"]][0] == "d1"
+    human = model.calls[0][1].content
+    assert human.startswith(f"Order these 3 for '{QUERY}':\n[1]\n<passage>\n")
+    assert human.endswith("</passage>\nBest first, numbers only.")
