@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -402,6 +402,14 @@ class MilvusRetriever(SearchKwargsRetriever):
         return scored_document(str(doc_id), content, metadata, float(hit["distance"]))
 
 
+def files_expressions(settings: MilvusSettings, file_ids: Sequence[str]) -> Iterator[str]:
+    """Expressions selecting the entities of ``file_ids``, ``DELETE_BATCH`` files at a time."""
+    field = milvus_field("file_id", settings.metadata_field)
+    for start in range(0, len(file_ids), DELETE_BATCH):
+        batch = file_ids[start : start + DELETE_BATCH]
+        yield " or ".join(f"{field} == {milvus_literal(f)}" for f in batch)
+
+
 def stored_fingerprints(
     settings: MilvusSettings,
     base_dir: Path | None,
@@ -419,13 +427,11 @@ def stored_fingerprints(
         client = store.client
         if not file_ids or not client.has_collection(settings.collection):
             return found
-        field = milvus_field("file_id", settings.metadata_field)
         wanted = [settings.metadata_field] if settings.metadata_field else ["file_id", "chunk_hash"]
-        for start in range(0, len(file_ids), DELETE_BATCH):
-            batch = file_ids[start : start + DELETE_BATCH]
+        for expression in files_expressions(settings, file_ids):
             rows = client.query(
                 settings.collection,
-                filter=" or ".join(f"{field} == {milvus_literal(f)}" for f in batch),
+                filter=expression,
                 output_fields=[settings.primary_field, *wanted],
             )
             for row in rows:
@@ -461,10 +467,7 @@ def write_chunks(
     with _lock_for(uri):
         client = store.client
         if client.has_collection(settings.collection) and replace_file_ids:
-            field = milvus_field("file_id", settings.metadata_field)
-            for start in range(0, len(replace_file_ids), DELETE_BATCH):
-                batch = replace_file_ids[start : start + DELETE_BATCH]
-                expression = " or ".join(f"{field} == {milvus_literal(f)}" for f in batch)
+            for expression in files_expressions(settings, replace_file_ids):
                 client.delete(settings.collection, filter=expression)
         for start in range(0, len(ids), batch_size):
             end = min(start + batch_size, len(ids))

@@ -175,6 +175,18 @@ class QdrantRetriever(SearchKwargsRetriever):
         return scored_document(point_id, doc.page_content, metadata, score)
 
 
+def files_filter(settings: QdrantSettings, file_ids: Sequence[str]) -> models.Filter:
+    """The points whose metadata names one of ``file_ids``."""
+    return models.Filter(
+        must=[
+            models.FieldCondition(
+                key=f"{settings.metadata_field}.file_id",
+                match=models.MatchAny(any=list(file_ids)),
+            )
+        ]
+    )
+
+
 def stored_fingerprints(
     settings: QdrantSettings, base_dir: Path | None, file_ids: Sequence[str]
 ) -> set[tuple[str, str, str | None]]:
@@ -186,14 +198,7 @@ def stored_fingerprints(
     with client_lock(key):
         if not file_ids or not client.collection_exists(settings.collection):
             return found
-        selector = models.Filter(
-            must=[
-                models.FieldCondition(
-                    key=f"{settings.metadata_field}.file_id",
-                    match=models.MatchAny(any=list(file_ids)),
-                )
-            ]
-        )
+        selector = files_filter(settings, file_ids)
         offset = None
         while True:
             points, offset = client.scroll(
@@ -236,14 +241,7 @@ def write_chunks(
             client.delete(
                 settings.collection,
                 points_selector=models.FilterSelector(
-                    filter=models.Filter(
-                        must=[
-                            models.FieldCondition(
-                                key=f"{settings.metadata_field}.file_id",
-                                match=models.MatchAny(any=list(replace_file_ids)),
-                            )
-                        ]
-                    )
+                    filter=files_filter(settings, replace_file_ids)
                 ),
             )
         for start in range(0, len(ids), batch_size):

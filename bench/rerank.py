@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import statistics
@@ -510,7 +511,7 @@ def run(args) -> None:
     for name, scorer_label, mean, p95, per_query, per_candidate, deep, share, fails in rows_cost:
         print(
             f"| {name} | {scorer_label} | {mean:.0f} | {p95:.0f} | {per_query:.0f} "
-            f"| {per_candidate:.1f} | {'—' if deep != deep else f'{deep:.0f}'} | {share:.0%} "
+            f"| {per_candidate:.1f} | {'—' if math.isnan(deep) else f'{deep:.0f}'} | {share:.0%} "
             f"| {fails} |"
         )
 

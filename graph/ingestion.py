@@ -83,17 +83,19 @@ def add_chunk_hashes(chunks: Sequence[Chunk], embedding_model: str) -> None:
         chunk.metadata["chunk_hash"] = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 
+def by_file(fingerprints: Iterable[Fingerprint]) -> dict[str, set[Fingerprint]]:
+    grouped: dict[str, set[Fingerprint]] = defaultdict(set)
+    for fingerprint in fingerprints:
+        grouped[fingerprint[1]].add(fingerprint)
+    return grouped
+
+
 def changed_files(
-    chunks: Sequence[Chunk], file_ids: set[str], stored: set[Fingerprint]
+    fresh: dict[str, set[Fingerprint]], file_ids: set[str], stored: set[Fingerprint]
 ) -> set[str]:
-    """The files whose chunks in an index differ from ``chunks`` (ids or hashes)."""
-    fresh: dict[str, set[Fingerprint]] = defaultdict(set)
-    for c in chunks:
-        fresh[c.metadata["file_id"]].add((c.id, c.metadata["file_id"], c.metadata["chunk_hash"]))
-    held: dict[str, set[Fingerprint]] = defaultdict(set)
-    for fingerprint in stored:
-        held[fingerprint[1]].add(fingerprint)
-    return {f for f in file_ids if fresh[f] != held[f]}
+    """The files whose chunks in an index (``stored``) differ from ``fresh`` (ids or hashes)."""
+    held = by_file(stored)
+    return {f for f in file_ids if fresh.get(f, set()) != held.get(f, set())}
 
 
 def stored_in(
@@ -242,8 +244,9 @@ def ingest_paths(
     report = IngestReport(files=[str(p) for p in files], chunks=len(chunks))
 
     open_stores(targets, config, base_dir)  # a store another process holds fails here, early
+    fresh = by_file((c.id, c.metadata["file_id"], c.metadata["chunk_hash"]) for c in chunks)
     to_write = {
-        position: changed_files(chunks, file_ids, stored_in(entry, config, base_dir, file_ids))
+        position: changed_files(fresh, file_ids, stored_in(entry, config, base_dir, file_ids))
         for position, entry in enumerate(targets)
         if isinstance(entry, DENSE_TARGETS)
     }
