@@ -161,10 +161,10 @@ class CachedEmbeddings(Embeddings):
 PATCHED_MODULES = (
     "parallel_rag.backends.qdrant",
     "parallel_rag.backends.milvus",
-    "parallel_rag.backends.rerank_scorers",
+    "parallel_rag.nodes.rerank.scorers",
     "parallel_rag.backends.vectorstore",
     "parallel_rag.graph.components",
-    "parallel_rag.graph.ingestion",
+    "parallel_rag.studio.ingestion",
 )
 
 

@@ -310,7 +310,7 @@ def scifact(
 
 
 def _with_rerank(test, cache, work, depth, add, log) -> str:
-    from parallel_rag.backends.rerank_scorers import EmbeddingSimilarityScorer
+    from parallel_rag.nodes.rerank.scorers import EmbeddingSimilarityScorer
 
     reranker = {"kind": "embedding", "overflow": "truncate", "max_candidates": 50}
     scorer = EmbeddingSimilarityScorer(overflow="truncate").prepare()

@@ -30,7 +30,7 @@ def offline_llm_available() -> str | None:
     if importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed"
     try:
-        from parallel_rag.backends.chat_models import smollm2_gguf_path
+        from parallel_rag.nodes.chat_models import smollm2_gguf_path
 
         smollm2_gguf_path()
     except Exception as error:  # noqa: BLE001
@@ -41,7 +41,7 @@ def offline_llm_available() -> str | None:
 @contextmanager
 def llama_server(log_path: Path, timeout: float = 180):
     """``python -m llama_cpp.server`` with the packaged SmolLM2 on a free loopback port."""
-    from parallel_rag.backends.chat_models import smollm2_gguf_path
+    from parallel_rag.nodes.chat_models import smollm2_gguf_path
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.base_dir:
         base_dir = Path(args.base_dir)
     else:
-        from parallel_rag.graph.ingestion import ingest_paths
+        from parallel_rag.studio.ingestion import ingest_paths
 
         base_dir = Path(tempfile.mkdtemp(prefix="parallel-rag-example-"))
         ingest_paths([CORPUS], config, base_dir, progress=False)

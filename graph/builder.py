@@ -39,10 +39,10 @@ from parallel_rag.graph.routing import make_entry_router, make_view_router
 from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
 from parallel_rag.nodes.fallback import FallbackNode, split_hybrid
 from parallel_rag.nodes.fuse import make_fuse_node
-from parallel_rag.nodes.generate import GenerateNode
-from parallel_rag.nodes.rerank import make_rerank_node
+from parallel_rag.nodes.generate.node import GenerateNode
+from parallel_rag.nodes.rerank.node import make_rerank_node
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode
-from parallel_rag.nodes.rewrite import RewriteNode
+from parallel_rag.nodes.rewrite.node import RewriteNode
 
 ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
 

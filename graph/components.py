@@ -11,24 +11,24 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.bm25 import BM25Retriever
-from parallel_rag.backends.chat_models import make_chat_model
-from parallel_rag.backends.cross_encoder import CrossEncoderScorer, ModelFormatError
+from parallel_rag.nodes.chat_models import make_chat_model
+from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.external_api import ExternalAPIRetriever
-from parallel_rag.backends.generators import ChatModelGenerator, ExtractiveGenerator
+from parallel_rag.nodes.generate.generators import ChatModelGenerator, ExtractiveGenerator
 from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.backends.listwise_reranker import ListwiseLLMScorer
+from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer
 from parallel_rag.backends.milvus import MilvusRetriever
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever
-from parallel_rag.backends.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
+from parallel_rag.nodes.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
 from parallel_rag.backends.qdrant import QdrantRetriever
-from parallel_rag.backends.rerank_scorers import (
+from parallel_rag.nodes.rerank.scorers import (
     BudgetSettingError,
     EmbeddingSimilarityScorer,
     ExitNotTrainedError,
     ScorerUnavailableError,
 )
-from parallel_rag.backends.rewriters import ChatModelRewriter
+from parallel_rag.nodes.rewrite.rewriters import ChatModelRewriter
 from parallel_rag.backends.vectorstore import VectorStoreRetriever
 from parallel_rag.graph.configuration import (
     BM25Entry,

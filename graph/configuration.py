@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from parallel_rag.backends.bm25 import BM25Settings
-from parallel_rag.backends.chat_models import (
+from parallel_rag.nodes.chat_models import (
     ChatModelSettings,
     normalize_base_url,
     served_model_name,
@@ -22,11 +22,11 @@ from parallel_rag.backends.chat_models import (
 from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.external_api import ExternalAPISettings
 from parallel_rag.backends.hybrid import HybridOptions
-from parallel_rag.backends.listwise_reranker import validate_ranking_prompt
+from parallel_rag.nodes.rerank.listwise import validate_ranking_prompt
 from parallel_rag.backends.milvus import MilvusSettings
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
 from parallel_rag.backends.qdrant import QdrantSettings
-from parallel_rag.backends.rewriters import validate_prompt
+from parallel_rag.nodes.rewrite.rewriters import validate_prompt
 from parallel_rag.backends.vectorstore import VectorStoreSettings
 from parallel_rag.nodes.fuse import DEFAULT_RRF_K
 from pydantic import (

@@ -19,7 +19,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.types import Command
 from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.records import BranchHit, BranchResult, branch_key
 from parallel_rag.nodes.retrieve import (
     _SYNC_TIMEOUT_POOL,

@@ -35,7 +35,7 @@ from parallel_rag.backends.base import (
 )
 from parallel_rag.backends.hybrid import fallback_reason
 from parallel_rag.backends.secrets import redact
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.records import BranchHit, BranchResult, FailurePolicy, QueryView, branch_key
 
 MAX_ERROR_CHARS = 500

@@ -20,7 +20,7 @@ def _load(config: str | None):
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from parallel_rag.graph.ingestion import ingest_paths
+    from parallel_rag.studio.ingestion import ingest_paths
 
     pipeline, base_dir = _load(args.config)
     metadata = {}
@@ -96,7 +96,7 @@ def run_with_progress(graph, request: dict, *, show: bool = True, out=None) -> d
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from parallel_rag.studio.admission import AdmissionLimits
-    from parallel_rag.studio.serve import serve
+    from parallel_rag.studio.langserve_app import serve
 
     bounds = {"max_concurrency": args.max_concurrency, "max_queue": args.max_queue}
     limits = AdmissionLimits(**{k: v for k, v in bounds.items() if v is not None})
@@ -274,9 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from parallel_rag.backends.base import StoreInUseError
-    from parallel_rag.backends.document_loading import DocumentLoadError
+    from parallel_rag.studio.document_loading import DocumentLoadError
     from parallel_rag.graph.configuration import ConfigError
-    from parallel_rag.nodes.errors import RAGError
+    from parallel_rag.nodes.failure_policy import RAGError
     from pydantic import ValidationError
 
     args = build_parser().parse_args(argv)

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.backends.document_loading import Chunk
+from parallel_rag.studio.document_loading import Chunk
 from parallel_rag.backends.qdrant import write_chunks
 from parallel_rag.graph.components import make_retriever, resolve_path
 from parallel_rag.graph.configuration import BM25Entry, ConfigError, PipelineConfig, QdrantEntry
-from parallel_rag.graph.ingestion import embed_chunks
+from parallel_rag.studio.ingestion import embed_chunks
 
 BEIR_NAMESPACE = uuid.UUID("0c7d3f5e-8a61-4b3a-9f2e-2b6f6c1d9e47")
 DOC_ID_KEY = "doc_id"

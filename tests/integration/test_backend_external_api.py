@@ -28,7 +28,7 @@ from parallel_rag.backends.json_http import DEFAULT_MAX_RESPONSE_BYTES, BackendR
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import make_external_api
 from parallel_rag.graph.configuration import EmbeddingsConfig, ExternalAPIEntry
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from backend_servers import (
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.configuration import ConfigError, parse_config
-from parallel_rag.graph.ingestion import ingest_paths
+from parallel_rag.studio.ingestion import ingest_paths
 
 pytestmark = pytest.mark.integration
 KEY = "pc-test-KEY-77aa11"

@@ -18,7 +18,7 @@ from parallel_rag.backends.milvus import forget_stores
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import make_milvus
 from parallel_rag.graph.configuration import EmbeddingsConfig, MilvusEntry, parse_config
-from parallel_rag.graph.ingestion import ingest_paths
+from parallel_rag.studio.ingestion import ingest_paths
 
 pytestmark = pytest.mark.integration
 SERVER_START_TIMEOUT = 60

@@ -10,7 +10,7 @@ from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import make_qdrant
 from parallel_rag.graph.configuration import EmbeddingsConfig, QdrantEntry, parse_config
-from parallel_rag.graph.ingestion import ingest_paths
+from parallel_rag.studio.ingestion import ingest_paths
 
 pytestmark = pytest.mark.integration
 

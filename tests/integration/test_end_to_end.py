@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.runnables import RunnableLambda
-from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph.components import make_retriever
 
 pytestmark = pytest.mark.integration
@@ -94,7 +94,7 @@ def test_filters_apply_on_every_real_branch(example_graph, example_index):
 def test_reingesting_the_same_files_replaces_never_duplicates(example_index, tmp_path):
     from parallel_rag.backends.bm25 import BM25Index
     from parallel_rag.backends.qdrant import shared_client
-    from parallel_rag.graph.ingestion import ingest_paths
+    from parallel_rag.studio.ingestion import ingest_paths
 
     config, base_dir, first = example_index
     second = ingest_paths([EXAMPLES / "corpus"], config, base_dir, progress=False)

@@ -7,7 +7,7 @@ BM25 ranks first drops below the relevant passage once the branch is reranked by
 from __future__ import annotations
 
 import pytest
-from parallel_rag.backends.rerank_scorers import (
+from parallel_rag.nodes.rerank.scorers import (
     EmbeddingSimilarityScorer,
     QueryOverBudgetError,
     TokenBudgetError,

@@ -26,11 +26,11 @@ import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS, LoopbackServer, custom_route
 from parallel_rag.backends.base import StoreInUseError
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.configuration import load_config
-from parallel_rag.graph.ingestion import ingest_paths
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.studio.cli import main
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from backend_servers import TENANT_DOCS, LoopbackServer, Reply, custom_route
 from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.studio.admission import AdmissionLimits, Gate, GateFull
-from parallel_rag.studio.serve import create_app
+from parallel_rag.studio.langserve_app import create_app
 from studio_servers import BIN, ServerProcess, free_port, server_env, server_workspace
 
 pytestmark = pytest.mark.integration

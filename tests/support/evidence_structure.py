@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parallel_rag.backends.prompts import EVIDENCE_HEADER
+from parallel_rag.nodes.prompts import EVIDENCE_HEADER
 
 
 def split_evidence(text: str) -> tuple[list[str], list[str]]:

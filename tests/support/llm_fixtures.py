@@ -87,7 +87,7 @@ def stop_server(process: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def llm_server(tmp_path_factory) -> Iterator[str]:
     """Base URL (``http://127.0.0.1:PORT/v1``) of a running SmolLM2 llama.cpp server."""
-    from parallel_rag.backends.chat_models import smollm2_gguf_path
+    from parallel_rag.nodes.chat_models import smollm2_gguf_path
 
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     process, base_url = start_llama_server(smollm2_gguf_path(), log_path)

@@ -27,7 +27,7 @@ def example_questions() -> list[dict]:
 def example_index(tmp_path_factory):
     """The example corpus ingested with the embedded defaults into a fresh directory."""
     from parallel_rag.graph.configuration import load_config
-    from parallel_rag.graph.ingestion import ingest_paths
+    from parallel_rag.studio.ingestion import ingest_paths
 
     base_dir = tmp_path_factory.mktemp("example-index")
     config, _ = load_config(None) if not os.environ.get("PARALLEL_RAG_CONFIG") else (None, None)

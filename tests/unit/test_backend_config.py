@@ -23,7 +23,7 @@ from parallel_rag.backends.secrets import REDACTED, redact, register_secrets
 from parallel_rag.backends.vectorstore import VectorStoreRetriever
 from parallel_rag.graph.components import RETRIEVER_FACTORIES, make_retriever
 from parallel_rag.graph.configuration import ConfigError, parse_config
-from parallel_rag.graph.ingestion import writable_targets
+from parallel_rag.studio.ingestion import writable_targets
 
 BM25 = {"name": "lexical", "backend": "bm25"}
 PINECONE = {"endpoint": "https://idx.example/query", "request_format": "pinecone"}

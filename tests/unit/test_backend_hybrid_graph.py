@@ -18,7 +18,7 @@ from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.graph import build_graph
 from parallel_rag.graph import builder as builder_module
 from parallel_rag.graph import components as components_module
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 from pydantic import ConfigDict, Field
 
 QUESTION = "What is the capital of France?"

@@ -11,7 +11,7 @@ import threading
 import pytest
 from fastapi.exceptions import RequestValidationError
 from langchain_classic.retrievers import EnsembleRetriever
-from parallel_rag.backends import prompts
+from parallel_rag.nodes import prompts
 from parallel_rag.graph import build_graph
 from parallel_rag.graph import builder as builder_module
 from parallel_rag.graph import components as components_module
@@ -24,7 +24,7 @@ from parallel_rag.graph.context import (
 )
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.studio.cli import format_progress, run_with_progress
-from parallel_rag.studio.serve import make_config_guard
+from parallel_rag.studio.langserve_app import make_config_guard
 from pydantic import ValidationError
 
 QUESTION = "What is the capital of France?"
@@ -311,7 +311,7 @@ def test_served_schemas_have_no_null_branches_for_the_playground_form(fakes):
     """LangServe's playground cannot draw ``{"type": "null"}``; the served input and config
     schemas show optional fields as their type (validation is unchanged)."""
     from fastapi.testclient import TestClient
-    from parallel_rag.studio.serve import create_app
+    from parallel_rag.studio.langserve_app import create_app
 
     client = TestClient(create_app(graph_of(two_lists(fakes))))
     for route in ("input_schema", "config_schema"):

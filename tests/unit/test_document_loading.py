@@ -1,4 +1,4 @@
-"""Reading user files into chunks (backends/document_loading.py): formats, ids, errors."""
+"""Reading user files into chunks (studio/document_loading.py): formats, ids, errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from parallel_rag.backends.document_loading import (
+from parallel_rag.studio.document_loading import (
     DocumentLoadError,
     discover_files,
     file_id_for,

@@ -7,8 +7,8 @@ import re
 import pytest
 from evidence_structure import split_evidence
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from parallel_rag.backends import prompts
-from parallel_rag.backends.generators import (
+from parallel_rag.nodes import prompts
+from parallel_rag.nodes.generate.generators import (
     ChatModelGenerator,
     ExtractiveGenerator,
     GeneratedAnswer,
@@ -17,9 +17,9 @@ from parallel_rag.backends.generators import (
     neutralize,
     split_sentences,
 )
-from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph import build_graph
-from parallel_rag.nodes.generate import GenerateNode
+from parallel_rag.nodes.generate.node import GenerateNode
 
 QUESTION = "When was the Eiffel Tower built?"
 DOCS = [

@@ -10,11 +10,11 @@ import math
 import threading
 
 import pytest
-from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph import RAGRequest, build_graph
 from parallel_rag.graph import builder as builder_module
 from parallel_rag.graph import components as components_module
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode, RetrieveTask
 from pydantic import ValidationError
 
@@ -740,7 +740,7 @@ async def test_rerank_on_the_async_path(fakes, patch_scorer):
 
 
 def test_rerank_node_level_order_and_intact_fields(fakes):
-    from parallel_rag.nodes.rerank import rerank_hits
+    from parallel_rag.nodes.rerank.node import rerank_hits
 
     hits = fakes.branch_result(0, "a", 0, [("x", 1, 5.0), ("y", 2, 4.0), ("z", 3, 3.0)])["hits"]
     reranked = rerank_hits(hits, [0.1, 0.7, 0.1], top_k=None)

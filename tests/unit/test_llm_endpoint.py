@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from langchain_openai import ChatOpenAI
-from parallel_rag.backends import chat_models
-from parallel_rag.backends.chat_models import (
+from parallel_rag.nodes import chat_models
+from parallel_rag.nodes.chat_models import (
     ChatModelSettings,
     make_chat_model,
     normalize_base_url,

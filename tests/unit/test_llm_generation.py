@@ -16,18 +16,18 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from parallel_rag.backends import prompts
-from parallel_rag.backends.chat_models import ChatModelSettings, make_chat_model
-from parallel_rag.backends.generators import (
+from parallel_rag.nodes import prompts
+from parallel_rag.nodes.chat_models import ChatModelSettings, make_chat_model
+from parallel_rag.nodes.generate.generators import (
     ChatModelGenerator,
     check_citations,
     cited_numbers,
     drop_invalid_citations,
     format_evidence,
 )
-from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph import build_graph
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 
 QUESTION = "When did the Golden Gate Bridge open?"
 DOCS = [

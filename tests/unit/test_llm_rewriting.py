@@ -12,8 +12,8 @@ import logging
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import HumanMessage, ToolMessage
-from parallel_rag.backends import prompts
-from parallel_rag.backends.rewriters import (
+from parallel_rag.nodes import prompts
+from parallel_rag.nodes.rewrite.rewriters import (
     MAX_HYDE_CHARS,
     ChatModelRewriter,
     EmptyRewriteError,
@@ -395,7 +395,7 @@ def test_rewriter_failure_under_skip_is_still_logged(fakes, caplog):
         retrievers=retrievers,
         rewriter_model=FakeListChatModel(responses=[f"1. {QUESTION}"]),
     )
-    with caplog.at_level(logging.WARNING, logger="parallel_rag.nodes.rewrite"):
+    with caplog.at_level(logging.WARNING, logger="parallel_rag.nodes.rewrite.node"):
         result = graph.invoke(QUESTION)
     assert result["warnings"] == []
     assert any("rewriter failed" in r.getMessage() for r in caplog.records)

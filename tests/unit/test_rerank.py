@@ -12,14 +12,14 @@ import threading
 
 import numpy as np
 import pytest
-from parallel_rag.backends.cross_encoder import (
+from parallel_rag.nodes.rerank.cross_encoder import (
     EXITS_FILE,
     ModelFormatError,
     ModelShape,
     check_exit,
     declared_exits,
 )
-from parallel_rag.backends.rerank_scorers import (
+from parallel_rag.nodes.rerank.scorers import (
     ExitNotTrainedError,
     QueryOverBudgetError,
     TokenBudgetError,
@@ -33,8 +33,8 @@ from parallel_rag.graph.configuration import (
     RerankerConfig,
     parse_config,
 )
-from parallel_rag.nodes.errors import BlockedError
-from parallel_rag.nodes.rerank import make_rerank_node, rerank_hits
+from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.rerank.node import make_rerank_node, rerank_hits
 
 TWO = [{"name": "a", "backend": "bm25"}, {"name": "b", "backend": "bm25"}]
 SHAPE = ModelShape(depth=6, width=384, positions=512)

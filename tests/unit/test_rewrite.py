@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
-from parallel_rag.backends import prompts
-from parallel_rag.backends.rewriters import (
+from parallel_rag.nodes import prompts
+from parallel_rag.nodes.rewrite.rewriters import (
     MAX_HYDE_CHARS,
     MAX_VIEW_CHARS,
     ChatModelRewriter,
@@ -14,8 +14,8 @@ from parallel_rag.backends.rewriters import (
     parse_query_lines,
 )
 from parallel_rag.graph import build_graph
-from parallel_rag.nodes.errors import BlockedError
-from parallel_rag.nodes.rewrite import RewriteNode, assemble_views
+from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.rewrite.node import RewriteNode, assemble_views
 
 QUESTION = "How do vaccines train the immune system?"
 

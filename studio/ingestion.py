@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.bm25 import BM25Index, recover_interrupted_save
-from parallel_rag.backends.document_loading import (
+from parallel_rag.studio.document_loading import (
     Chunk,
     DocumentLoadError,
     discover_files,

@@ -16,9 +16,9 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
-from parallel_rag.backends.generators import GeneratedAnswer
-from parallel_rag.backends.prompts import INSUFFICIENT_EVIDENCE
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.generate.generators import GeneratedAnswer
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.records import Citation, FailurePolicy
 from parallel_rag.nodes.retrieve import describe_error
 

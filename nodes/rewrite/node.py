@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.records import FailurePolicy, QueryView
 from parallel_rag.nodes.retrieve import describe_error
 

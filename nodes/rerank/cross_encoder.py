@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.rerank_scorers import (
+from parallel_rag.nodes.rerank.scorers import (
     BudgetSettingError,
     ExitNotTrainedError,
     Overflow,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
-from parallel_rag.backends import prompts
+from parallel_rag.nodes import prompts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 RewriterKind = Literal["multi_query", "decompose", "hyde"]

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from parallel_rag.backends import prompts
+from parallel_rag.nodes import prompts
 from parallel_rag.backends.text_analysis import analyze
 
 InjectionMode = Literal["tool_role", "system_prompt"]

@@ -33,7 +33,7 @@ from parallel_rag.graph.context import (  # noqa: E402
     knobs_from,
 )
 from parallel_rag.graph.state import RAGRequest  # noqa: E402
-from parallel_rag.nodes.errors import BlockedError  # noqa: E402
+from parallel_rag.nodes.failure_policy import BlockedError  # noqa: E402
 from parallel_rag.studio.admission import AdmissionControl, AdmissionLimits  # noqa: E402
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model  # noqa: E402
 

@@ -16,7 +16,7 @@ import numbers
 import time
 from typing import Any, Protocol
 
-from parallel_rag.nodes.errors import BlockedError
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.records import BranchHit, BranchResult, FailurePolicy
 from parallel_rag.nodes.retrieve import describe_error
 

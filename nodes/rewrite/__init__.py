@@ -1,0 +1,1 @@
+"""The ``rewrite`` node (``node.py``) and the rewriters it runs (``rewriters.py``)."""
