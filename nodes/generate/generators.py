@@ -7,7 +7,6 @@ even calling the model).
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import threading
@@ -200,9 +199,6 @@ class ExtractiveGenerator:
         numbers = list(dict.fromkeys(number for _, number, _, _ in chosen))
         return GeneratedAnswer(" ".join(parts), numbers)
 
-    async def agenerate(self, query: str, documents: Sequence[Mapping[str, Any]], config=None):
-        return await asyncio.to_thread(self.generate, query, documents)
-
 
 def neutralize(text: str) -> str:
     """Untrusted text made inert inside an evidence block: ``<`` and ``>`` become ``&lt;`` and
@@ -222,11 +218,11 @@ CUT_MARK = "\n..."
 def format_evidence(documents: Sequence[Mapping[str, Any]], max_chars: int) -> str:
     """Numbered evidence blocks, each body between ``<evidence>`` tags it cannot close.
 
-    Retrieved text is untrusted (DESIGN §7): the body and the source are ``neutralize``d and
+    Retrieved text is untrusted: the body and the source are ``neutralize``d and
     the source kept on one line, so instructions in a document ("ignore previous
     instructions", a fake ``[2] (source: ...)`` header, a closing tag) stay data inside their
     own block. Longer than ``max_chars``: the blocks that fit are kept, the next one is cut
-    (and still closed), the rest left out, and the text ends with ``...`` (DESIGN §4).
+    (and still closed), the rest left out, and the text ends with ``...``.
     """
     blocks = []
     for number, doc in enumerate(documents, start=1):
@@ -307,10 +303,4 @@ class ChatModelGenerator:
         if not documents:
             return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
         message = self.model.invoke(self.build_messages(query, documents), config)
-        return check_citations(message.text, len(documents))
-
-    async def agenerate(self, query: str, documents: Sequence[Mapping[str, Any]], config=None):
-        if not documents:
-            return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
-        message = await self.model.ainvoke(self.build_messages(query, documents), config)
         return check_citations(message.text, len(documents))

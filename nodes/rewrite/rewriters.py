@@ -1,9 +1,9 @@
 """Query rewriters: a LangChain chat model turned into one or more retrieval query views.
 
 Kinds: ``multi_query`` (alternative phrasings), ``decompose`` (sub-questions) and ``hyde`` (one
-hypothetical passage, used only as a dense-retrieval query, never as evidence). The seed's
-``RewriteRequest`` (query, optional temperature and max_tokens) and ``RewriteResult`` (``queries``
-or a single ``rewritten_query``) are offered as ``ChatModelRewriter.run``.
+hypothetical passage, used only as a dense-retrieval query, never as evidence).
+``ChatModelRewriter.run`` takes a ``RewriteRequest`` (query, optional temperature and max_tokens)
+and returns a ``RewriteResult`` (``queries``, or HyDE's single ``rewritten_query``).
 
 Parsing is forgiving of what small models really write (SmolLM2 outputs are pinned in the unit
 tests): numbering, bullets, markdown emphasis, "Query 1:"-style labels, intro lines ending in a
@@ -58,7 +58,7 @@ class EmptyRewriteError(ValueError):
 
 
 class RewriteRequest(BaseModel):
-    """The seed's rewriter input: the question and optional sampling overrides."""
+    """A rewriter request: the question and optional sampling overrides."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,7 +68,7 @@ class RewriteRequest(BaseModel):
 
 
 class RewriteResult(BaseModel):
-    """The seed's rewriter output: ``queries`` (multi-query, decompose) or one
+    """A rewriter's output: ``queries`` (multi-query, decompose) or one
     ``rewritten_query`` (HyDE's hypothetical passage), never both."""
 
     model_config = ConfigDict(extra="forbid")
@@ -234,36 +234,16 @@ class ChatModelRewriter:
         runnable = self._bound(temperature, max_tokens)
         return self.parse(query, runnable.invoke(self.messages(query), config))
 
-    async def arewrite(
-        self,
-        query: str,
-        config=None,
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-    ) -> list[tuple[str, str]]:
-        runnable = self._bound(temperature, max_tokens)
-        return self.parse(query, await runnable.ainvoke(self.messages(query), config))
-
     def _result(self, views: list[tuple[str, str]]) -> RewriteResult:
         if self.kind == "hyde":
             return RewriteResult(rewritten_query=views[0][0])
         return RewriteResult(queries=[text for text, _ in views])
 
     def run(self, request: RewriteRequest, config=None) -> RewriteResult:
-        """The seed's rewriter capability: ``RewriteRequest`` in, ``RewriteResult`` out."""
+        """``RewriteRequest`` in, ``RewriteResult`` out (the request's sampling overrides apply
+        to this call only)."""
         return self._result(
             self.rewrite(
-                request.query,
-                config,
-                temperature=request.temperature,
-                max_tokens=request.max_tokens,
-            )
-        )
-
-    async def arun(self, request: RewriteRequest, config=None) -> RewriteResult:
-        return self._result(
-            await self.arewrite(
                 request.query,
                 config,
                 temperature=request.temperature,

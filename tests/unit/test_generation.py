@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -83,7 +84,7 @@ def test_extractive_without_usable_evidence(query, docs):
 
 
 async def test_extractive_async():
-    generated = await ExtractiveGenerator().agenerate(QUESTION, DOCS)
+    generated = await asyncio.to_thread(ExtractiveGenerator().generate, QUESTION, DOCS)
     assert generated.cited_numbers == [2]
 
 
@@ -285,7 +286,7 @@ def test_chat_generator_without_documents_never_calls_the_model(fakes):
 
 async def test_chat_generator_async(fakes):
     model = fakes.RecordingChatModel(responses=["Answer [1] [2]."])
-    generated = await ChatModelGenerator(model).agenerate(QUESTION, DOCS)
+    generated = await asyncio.to_thread(ChatModelGenerator(model).generate, QUESTION, DOCS)
     assert generated.cited_numbers == [1, 2]
     assert len(model.calls) == 1 and isinstance(model.calls[0][-1], ToolMessage)
 
@@ -384,9 +385,6 @@ async def test_no_documents_never_calls_the_model_async(fakes):
 def test_generate_node_without_documents_skips_the_generator(fakes):
     class Refusing:
         def generate(self, *args, **kwargs):
-            raise AssertionError("must not be called")
-
-        async def agenerate(self, *args, **kwargs):
             raise AssertionError("must not be called")
 
     update = GenerateNode(Refusing()).invoke({"query": QUESTION, "documents": []}, {})

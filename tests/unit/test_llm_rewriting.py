@@ -7,6 +7,7 @@ GGUF) behind llama-cpp-python's server at temperature 0, with the prompts in ``p
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -158,7 +159,9 @@ def test_rewrite_result_has_queries_for_multi_query_and_decompose():
 
 async def test_rewrite_result_has_one_rewritten_query_for_hyde():
     model = FakeListChatModel(responses=["The bridge twisted in the wind and fell in 1940."])
-    result = await ChatModelRewriter(model, kind="hyde").arun(RewriteRequest(query=QUESTION))
+    result = await asyncio.to_thread(
+        ChatModelRewriter(model, kind="hyde").run, RewriteRequest(query=QUESTION)
+    )
     assert result == RewriteResult(
         rewritten_query="The bridge twisted in the wind and fell in 1940."
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
@@ -166,7 +168,7 @@ def test_custom_prompt_and_bound_settings(fakes):
 
 async def test_async_rewrite(fakes):
     model = GenericFakeChatModel(messages=iter([AIMessage("- alpha\n- beta")]))
-    assert await ChatModelRewriter(model).arewrite(QUESTION) == [
+    assert await asyncio.to_thread(ChatModelRewriter(model).rewrite, QUESTION) == [
         ("alpha", "rewrite"),
         ("beta", "rewrite"),
     ]
