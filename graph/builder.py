@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
@@ -40,19 +43,20 @@ from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_req
 from parallel_rag.nodes.fallback import FallbackNode, split_hybrid
 from parallel_rag.nodes.fuse import make_fuse_node
 from parallel_rag.nodes.generate.node import GenerateNode
-from parallel_rag.nodes.rerank.node import make_rerank_node
+from parallel_rag.nodes.rerank.node import PairScorer, make_rerank_node
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode
 from parallel_rag.nodes.rewrite.node import RewriteNode
 
 ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
 
 
-class RAGGraph(CompiledStateGraph):
-    """A compiled StateGraph that validates its input (unknown keys, empty query, bad top_k)
-    before running: LangGraph itself silently drops keys outside the input schema.
-    ``knob_scope`` says which per-run knobs (``graph/context.py``) this graph can honour."""
+@dataclass(frozen=True)
+class GraphProfile:
+    """What the surfaces need to know about a graph ``build_graph`` compiled, beyond LangGraph's
+    own API: the per-run knobs it can honour (servers refuse the others before a run starts) and
+    the embedding model its first request would otherwise load."""
 
-    knob_scope: KnobScope | None = None
+    knob_scope: KnobScope
     embeddings: EmbeddingsConfig | None = None  # the model some component loads on first use
 
     def warm_up(self) -> None:
@@ -61,17 +65,39 @@ class RAGGraph(CompiledStateGraph):
         if self.embeddings is not None:
             load_embeddings(self.embeddings.model, self.embeddings.device)
 
-    def stream(self, input, config=None, **kwargs):  # noqa: A002
-        return super().stream(_validated(input), config, **kwargs)
 
-    def astream(self, input, config=None, **kwargs):  # noqa: A002
-        return super().astream(_validated(input), config, **kwargs)
+# Keyed by the graph's StateGraph, which every copy of the compiled graph shares (``with_config``,
+# the per-run copies the LangGraph server makes); weak, so a dropped graph takes its profile along.
+_PROFILES: WeakKeyDictionary[StateGraph, GraphProfile] = WeakKeyDictionary()
 
 
-def _validated(value: Any) -> Any:
+def graph_profile(graph: CompiledStateGraph) -> GraphProfile | None:
+    """The profile of a graph ``build_graph`` compiled (or of a copy of it); None for any other
+    compiled graph."""
+    return _PROFILES.get(graph.builder)
+
+
+def validate_graph_input(value: Any) -> Any:
+    """The graph's input, validated before any node runs: a request dict, a ``RAGRequest``, a
+    bare question or a prompt value becomes the request dict; anything else (an unknown key, an
+    empty query, a bad ``top_k``, a number) is a ``ValidationError`` naming the field. ``None``
+    and a ``Command`` (resuming a run) pass through untouched."""
     if value is None or isinstance(value, Command):
-        return value  # resume / Command inputs pass through untouched
-    return coerce_request(value)  # anything else must be a request (a number is a clear error)
+        return value
+    return coerce_request(value)
+
+
+def _validate_input_at_entry(graph: CompiledStateGraph) -> None:
+    # LangGraph applies no input schema to graph input: its START node passes the raw input on
+    # unchanged (``bound`` is the identity) and its writers copy the known keys into the state,
+    # silently dropping the rest. With validation as START's ``bound``, every run of the graph
+    # validates the same way, whoever calls it: invoke, stream, batch, LCEL, LangServe and the
+    # LangGraph server. A refused input fails the START task, so a checkpointed thread is not
+    # stuck with it: the thread's next run discards that task and starts from its own input.
+    entry = graph.nodes[START]
+    graph.nodes[START] = entry.copy(
+        {"bound": RunnableLambda(validate_graph_input, name="validate_input")}
+    )
 
 
 def _resolve_config(
@@ -79,6 +105,10 @@ def _resolve_config(
 ) -> tuple[PipelineConfig, Path]:
     names = list(extra)
     dense = [n for n, r in extra.items() if retrieval_kind_of(r) == "dense"]
+    if isinstance(config, PipelineConfig) and not extra:
+        # already validated, by its own class: a route's pipeline (graph/routes.py) may be one
+        # backend, the single-backend rag plugin block, where the top-level pipeline needs 2..4
+        return config, Path.cwd()
     if isinstance(config, PipelineConfig | Mapping):
         data = (
             config.model_dump(exclude_unset=True) if isinstance(config, PipelineConfig) else config
@@ -97,11 +127,17 @@ def build_graph(
     rewriter_model: BaseChatModel | None = None,
     generator_model: BaseChatModel | None = None,
     reranker_model: BaseChatModel | None = None,
+    scorer: PairScorer | None = None,
     base_dir: str | os.PathLike | None = None,
     name: str = "parallel-rag",
-) -> RAGGraph:
+) -> CompiledStateGraph:
     """Compile the workflow. ``config`` is a ``PipelineConfig``, a mapping, a YAML path, or None
-    (``$PARALLEL_RAG_CONFIG``, ./parallel-rag.yaml, else the embedded defaults)."""
+    (``$PARALLEL_RAG_CONFIG``, ./parallel-rag.yaml, else the embedded defaults).
+
+    ``scorer`` is a ready pair scorer for the configured reranker, used instead of the one
+    ``reranker.kind`` would load (its ``top_k``, ``max_candidates`` and ``on_failure`` still
+    apply). The compiled graph validates its input; ``graph_profile(graph)`` says which
+    per-run knobs it honours and what ``warm_up`` loads."""
     extra = dict(retrievers or {})
     for branch_name, obj in extra.items():
         if not isinstance(obj, BaseRetriever):
@@ -109,6 +145,8 @@ def build_graph(
                 f"retrievers.{branch_name}: expected a BaseRetriever, got {type(obj).__name__}"
             )
     pipeline, default_base = _resolve_config(config, extra)
+    if scorer is not None and pipeline.reranker is None:
+        raise ConfigError("scorer: a pair scorer needs a 'reranker' block in the configuration")
     register_secrets(secrets_in(pipeline))  # redacted from every error, warning and log
     root = Path(base_dir).resolve() if base_dir is not None else default_base
 
@@ -183,7 +221,9 @@ def build_graph(
         builder.add_node(
             "rerank",
             make_rerank_node(
-                make_scorer(reranker.relative_to(root), reranker_model),
+                scorer
+                if scorer is not None
+                else make_scorer(reranker.relative_to(root), reranker_model),
                 top_k=reranker.top_k,
                 on_failure=reranker.on_failure or pipeline.on_failure,
                 max_candidates=reranker.max_candidates,
@@ -211,10 +251,13 @@ def build_graph(
     builder.add_edge("generate", END)
 
     compiled = builder.compile(name=name)
-    compiled.__class__ = RAGGraph
-    compiled.knob_scope = scope
+    _validate_input_at_entry(compiled)
     uses_model = any(b.kind == "dense" for b in branches) or (
         pipeline.generator.kind == "extractive" and pipeline.generator.min_similarity is not None
     )
-    compiled.embeddings = pipeline.embeddings if uses_model or reranker is not None else None
+    loads_reranker = reranker is not None and scorer is None
+    _PROFILES[builder] = GraphProfile(
+        knob_scope=scope,
+        embeddings=pipeline.embeddings if uses_model or loads_reranker else None,
+    )
     return compiled

@@ -22,7 +22,8 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
-from parallel_rag.graph.builder import ConfigSource, RAGGraph, build_graph
+from langgraph.graph.state import CompiledStateGraph
+from parallel_rag.graph.builder import ConfigSource, build_graph
 from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.state import MAX_TOP_K
 from parallel_rag.nodes.fuse import DEFAULT_RRF_K
@@ -58,7 +59,7 @@ class ParallelFusionRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    graph: RAGGraph
+    graph: CompiledStateGraph  # from build_graph
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     filters: dict[str, Any] | None = None
     tenant: str | None = None

@@ -22,8 +22,9 @@ from fastapi.encoders import jsonable_encoder  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from langchain_core.runnables import RunnableBinding  # noqa: E402
+from langgraph.graph.state import CompiledStateGraph  # noqa: E402
 from parallel_rag.backends.secrets import redact  # noqa: E402
-from parallel_rag.graph.builder import ConfigSource, RAGGraph, build_graph  # noqa: E402
+from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile  # noqa: E402
 from parallel_rag.graph.context import (  # noqa: E402
     KNOBS,
     KnobError,
@@ -177,7 +178,7 @@ async def _invalid_batch_input(request: Request, error: ValidationError) -> JSON
 
 
 def create_app(
-    graph: RAGGraph | None = None,
+    graph: CompiledStateGraph | None = None,
     *,
     config: ConfigSource = None,
     path: str = DEFAULT_PATH,
@@ -188,6 +189,8 @@ def create_app(
     from langserve import add_routes
 
     graph = graph if graph is not None else build_graph(config)
+    profile = graph_profile(graph)  # None for a graph build_graph did not compile
+    scope = profile.knob_scope if profile is not None else None
     limits = limits or AdmissionLimits()
     served = ServedGraph(
         bound=graph,
@@ -207,7 +210,7 @@ def create_app(
             served,
             path=path,
             enabled_endpoints=list(ENDPOINTS),
-            per_req_config_modifier=make_config_guard(getattr(graph, "knob_scope", None)),
+            per_req_config_modifier=make_config_guard(scope),
             serializer=graph_serializer(),
         )
     app.add_exception_handler(BlockedError, _blocked)
@@ -217,7 +220,6 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        scope = getattr(graph, "knob_scope", None)
         return {
             "status": "ok",
             "graph": graph.get_name(),
@@ -240,6 +242,8 @@ def serve(
     import uvicorn
 
     graph = build_graph(config)
-    graph.warm_up()  # the embedding model loads now, not inside the first requests' timeouts
+    profile = graph_profile(graph)
+    if profile is not None:
+        profile.warm_up()  # the embedding model loads now, not inside the first requests' timeouts
     app = create_app(graph, path=path, limits=limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

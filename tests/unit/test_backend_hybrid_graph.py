@@ -1,5 +1,5 @@
 """``hybrid`` branches: the fallback is a node of the graph, and the branch record says who
-served and why (DESIGN §1, §5; issue: "The hybrid fallback is part of the graph").
+served and why.
 
 Primary and fallback are in-test retrievers here; tests/integration/test_backend_hybrid.py
 runs the same paths over real backends.
@@ -12,16 +12,16 @@ import time
 from typing import Any
 
 import pytest
+from fake_scorer import FakeScorer
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.graph import build_graph
-from parallel_rag.graph import builder as builder_module
-from parallel_rag.graph import components as components_module
 from parallel_rag.nodes.failure_policy import BlockedError
 from pydantic import ConfigDict, Field
 
 QUESTION = "What is the capital of France?"
+RERANK = {"reranker": {"kind": "embedding"}}
 
 
 class SleepRetriever(BaseRetriever):
@@ -41,20 +41,17 @@ class SleepRetriever(BaseRetriever):
         return list(self.docs)
 
 
-class FixedScorer:
-    def score(self, query: str, documents: list[str]) -> list[float]:
-        return [float(len(d)) for d in documents]
-
-
 def _docs(fakes, *names: str) -> list[Document]:
     return [fakes.doc(n, f"{n} is a document about capitals.", 0.5, tenant="acme") for n in names]
 
 
-def _graph(fakes, hybrid: HybridRetriever, config: dict | None = None):
+def _graph(fakes, hybrid: HybridRetriever, config: dict | None = None, scorer=None):
     other = fakes.ListRetriever(docs=_docs(fakes, "other"))
     # lexical-only extractive answers: these tests never load an embedding model
     base = {"retrievers": [], "generator": {"min_similarity": None}}
-    return build_graph({**base, **(config or {})}, retrievers={"kb": hybrid, "lex": other})
+    return build_graph(
+        {**base, **(config or {})}, retrievers={"kb": hybrid, "lex": other}, scorer=scorer
+    )
 
 
 def _kb(result: dict) -> dict:
@@ -65,12 +62,6 @@ def _hybrid(primary, fallback, **kwargs) -> HybridRetriever:
     return HybridRetriever(
         primary=primary, fallback=fallback, primary_name="api", fallback_name="local", **kwargs
     )
-
-
-@pytest.fixture
-def fixed_scorer(monkeypatch):
-    monkeypatch.setattr(components_module, "make_scorer", lambda config, *_: FixedScorer())
-    monkeypatch.setattr(builder_module, "make_scorer", lambda config, *_: FixedScorer())
 
 
 # ---------------------------------------------------------------- the graph shows the fallback
@@ -86,9 +77,9 @@ def test_fallback_is_a_node_with_edges_in_the_compiled_graph(fakes):
     assert "fallback" in drawn.draw_mermaid()
 
 
-def test_fallback_edges_lead_to_rerank_when_a_reranker_is_configured(fakes, fixed_scorer):
+def test_fallback_edges_lead_to_rerank_when_a_reranker_is_configured(fakes):
     hybrid = _hybrid(fakes.FailingRetriever(), fakes.ListRetriever())
-    drawn = _graph(fakes, hybrid, {"reranker": {"kind": "embedding"}}).get_graph()
+    drawn = _graph(fakes, hybrid, RERANK, FakeScorer(by_length=True)).get_graph()
     edges = {(e.source, e.target) for e in drawn.edges}
     assert {("retrieve", "fallback"), ("fallback", "rerank"), ("rerank", "fuse")} <= edges
 
@@ -181,9 +172,9 @@ def test_fallback_receives_the_filters_and_tenant(fakes):
     assert _kb(result)["served_by"] == "local"
 
 
-def test_fallback_results_are_reranked(fakes, fixed_scorer):
+def test_fallback_results_are_reranked(fakes):
     hybrid = _hybrid(fakes.FailingRetriever(), fakes.ListRetriever(docs=_docs(fakes, "f", "g")))
-    result = _graph(fakes, hybrid, {"reranker": {"kind": "embedding"}}).invoke(QUESTION)
+    result = _graph(fakes, hybrid, RERANK, FakeScorer(by_length=True)).invoke(QUESTION)
     assert _kb(result)["served_by"] == "local" and _kb(result)["rerank_ms"] is not None
     sources = [s for d in result["documents"] for s in d["sources"] if s["retriever"] == "kb"]
     assert sources and all("rerank_score" in s for s in sources)

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 
 import pytest
+from fake_scorer import FakeScorer
 from fastapi.exceptions import RequestValidationError
 from langchain_classic.retrievers import EnsembleRetriever
-from parallel_rag.nodes import prompts
 from parallel_rag.graph import build_graph
-from parallel_rag.graph import builder as builder_module
-from parallel_rag.graph import components as components_module
 from parallel_rag.graph.context import (
     KNOBS,
     KnobError,
@@ -23,6 +20,7 @@ from parallel_rag.graph.context import (
     knobs_from,
 )
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
+from parallel_rag.nodes import prompts
 from parallel_rag.studio.cli import format_progress, run_with_progress
 from parallel_rag.studio.langserve_app import make_config_guard
 from pydantic import ValidationError
@@ -46,25 +44,6 @@ def two_lists(fakes):
         ]
     )
     return {"a": a, "b": b}
-
-
-class CountingScorer:
-    def __init__(self):
-        self.calls = 0
-        self.lock = threading.Lock()
-
-    def score(self, query, documents):
-        with self.lock:
-            self.calls += 1
-        return [float(len(d)) for d in documents]
-
-
-@pytest.fixture
-def scorer(monkeypatch) -> CountingScorer:
-    counting = CountingScorer()
-    monkeypatch.setattr(components_module, "make_scorer", lambda config, *_: counting)
-    monkeypatch.setattr(builder_module, "make_scorer", lambda config, *_: counting)
-    return counting
 
 
 # ---------------------------------------------------------------- the schema
@@ -166,13 +145,14 @@ def test_fusion_k_and_weights_change_the_scores_as_rrf_says(fakes):
     assert [d["id"] for d in tuned["documents"]] == ["berlin", "paris", "lyon"]
 
 
-def test_rerank_knob_switches_the_configured_reranker_off_for_one_run(fakes, scorer):
-    graph = graph_of(two_lists(fakes), {"reranker": {"kind": "embedding"}})
+def test_rerank_knob_switches_the_configured_reranker_off_for_one_run(fakes):
+    scorer = FakeScorer(by_length=True)
+    graph = graph_of(two_lists(fakes), {"reranker": {"kind": "embedding"}}, scorer=scorer)
     reranked = graph.invoke(QUESTION)
-    assert scorer.calls == 2
+    assert len(scorer.calls) == 2
     assert all(b["rerank_ms"] is not None for b in reranked["branches"])
     plain = graph.invoke(QUESTION, context={"rerank": False})
-    assert scorer.calls == 2, "the scorer ran although the run switched reranking off"
+    assert len(scorer.calls) == 2, "the scorer ran although the run switched reranking off"
     assert all(b["rerank_ms"] is None for b in plain["branches"])
     assert all("rerank_score" not in s for d in plain["documents"] for s in d["sources"])
     assert plain["answer"] and "fuse" in plain["timings"]

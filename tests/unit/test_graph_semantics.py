@@ -1,4 +1,4 @@
-"""The compiled graph end to end with in-test retrievers (DESIGN §3 Contracts, §4 Semantics).
+"""The compiled graph end to end with in-test retrievers: its contracts and semantics.
 
 Covers structure and I/O schemas, request validation, fan-out counts, HyDE routing,
 concurrency (without timing), failure policies, timeouts, filters and tenants, reranking.
@@ -10,11 +10,10 @@ import math
 import threading
 
 import pytest
-from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
+from fake_scorer import FakeScorer
 from parallel_rag.graph import RAGRequest, build_graph
-from parallel_rag.graph import builder as builder_module
-from parallel_rag.graph import components as components_module
 from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode, RetrieveTask
 from pydantic import ValidationError
 
@@ -28,43 +27,6 @@ def graph_of(retrievers, config=None, **kwargs):
 
 def statuses(result) -> dict[str, str]:
     return {b["branch"]: b["status"] for b in result["branches"]}
-
-
-class FakeScorer:
-    """A pair scorer with a fixed score per document text; records every call."""
-
-    def __init__(self, table=None, *, default=0.0, fail=None, values=None):
-        self.table = table or {}
-        self.default = default
-        self.fail = fail
-        self.values = values
-        self.calls: list[tuple[str, list[str]]] = []
-        self.lock = threading.Lock()
-
-    def score(self, query: str, documents: list[str]) -> list[float]:
-        with self.lock:
-            self.calls.append((query, list(documents)))
-        if self.fail is not None:
-            raise self.fail
-        if self.values is not None:
-            return list(self.values)[: len(documents)]
-        return [self.table.get(text, self.default) for text in documents]
-
-
-@pytest.fixture
-def patch_scorer(monkeypatch):
-    """Make the reranker use ``scorer`` instead of loading an embedding model."""
-
-    def install(scorer: FakeScorer) -> FakeScorer:
-        def make_scorer(config, model=None):
-            assert config.kind == "embedding"
-            return scorer
-
-        monkeypatch.setattr(components_module, "make_scorer", make_scorer)
-        monkeypatch.setattr(builder_module, "make_scorer", make_scorer)
-        return scorer
-
-    return install
 
 
 # ---------------------------------------------------------------- structure and schemas
@@ -87,12 +49,12 @@ def test_rewrite_node_only_when_a_rewriter_is_configured(corpus, fakes):
     }
 
 
-def test_rerank_node_only_when_a_reranker_is_configured(corpus, fakes, patch_scorer):
-    patch_scorer(FakeScorer())
+def test_rerank_node_only_when_a_reranker_is_configured(corpus, fakes):
     graph = graph_of(
         corpus(2),
         {"reranker": {"kind": "embedding"}},
         rewriter_model=fakes.StaticChatModel(text="other words"),
+        scorer=FakeScorer(),
     )
     assert set(graph.get_graph().nodes) == {
         "__start__",
@@ -127,12 +89,12 @@ def test_output_keys_and_timings_per_node(corpus):
     assert result["citations"][0] == {"number": 1, "id": "paris", "source": "france.md"}
 
 
-def test_timings_include_rewrite_and_rerank_when_they_ran(corpus, fakes, patch_scorer):
-    patch_scorer(FakeScorer())
+def test_timings_include_rewrite_and_rerank_when_they_ran(corpus, fakes):
     graph = graph_of(
         corpus(2),
         {"reranker": {"kind": "embedding"}},
         rewriter_model=fakes.StaticChatModel(text="French capital city"),
+        scorer=FakeScorer(),
     )
     result = graph.invoke(QUESTION)
     assert set(result) == OUTPUT_KEYS
@@ -606,6 +568,9 @@ def test_conflicting_tenant_filter_is_refused_after_a_rewrite(fakes):
 # ---------------------------------------------------------------- rerank
 
 
+RERANK = {"reranker": {"kind": "embedding"}}
+
+
 def rerank_corpus(fakes):
     docs = [
         fakes.doc("alpha", "alpha text", 0.9),
@@ -624,11 +589,9 @@ def sources_of(result, retriever: str, view: int = 0) -> dict[str, dict]:
     return found
 
 
-def test_rerank_orders_by_score_and_keeps_ids_and_retrieval_scores(fakes, patch_scorer):
-    scorer = patch_scorer(
-        FakeScorer({"gamma text": 0.95, "alpha text": 0.5, "beta text": 0.5}, default=0.0)
-    )
-    graph = graph_of(rerank_corpus(fakes), {"reranker": {"kind": "embedding"}})
+def test_rerank_orders_by_score_and_keeps_ids_and_retrieval_scores(fakes):
+    scorer = FakeScorer({"gamma text": 0.95, "alpha text": 0.5, "beta text": 0.5}, default=0.0)
+    graph = graph_of(rerank_corpus(fakes), {"reranker": {"kind": "embedding"}}, scorer=scorer)
     result = graph.invoke({"query": "greek letters", "top_k": 5})
     a = sources_of(result, "a")
     # higher first; the equal alpha/beta keep retrieval order
@@ -647,19 +610,20 @@ def test_rerank_orders_by_score_and_keeps_ids_and_retrieval_scores(fakes, patch_
     assert all(r["rerank_ms"] is not None for r in records.values())
 
 
-def test_rerank_equal_scores_keep_retrieval_order(fakes, patch_scorer):
-    patch_scorer(FakeScorer(default=0.3))
-    result = graph_of(rerank_corpus(fakes), {"reranker": {"kind": "embedding"}}).invoke("x")
+def test_rerank_equal_scores_keep_retrieval_order(fakes):
+    scorer = FakeScorer(default=0.3)
+    result = graph_of(rerank_corpus(fakes), RERANK, scorer=scorer).invoke("x")
     a = sources_of(result, "a")
     assert {i: s["rank"] for i, s in a.items()} == {"alpha": 1, "beta": 2, "gamma": 3}
 
 
-def test_rerank_scores_against_the_original_query_even_for_rewrites(fakes, patch_scorer):
-    scorer = patch_scorer(FakeScorer())
+def test_rerank_scores_against_the_original_query_even_for_rewrites(fakes):
+    scorer = FakeScorer()
     graph = graph_of(
         rerank_corpus(fakes),
         {"reranker": {"kind": "embedding"}},
         rewriter_model=fakes.StaticChatModel(text="first rewrite\nsecond rewrite"),
+        scorer=scorer,
     )
     result = graph.invoke("the original question")
     assert [q["kind"] for q in result["queries"]] == ["original", "rewrite", "rewrite"]
@@ -667,22 +631,24 @@ def test_rerank_scores_against_the_original_query_even_for_rewrites(fakes, patch
     assert {query for query, _ in scorer.calls} == {"the original question"}
 
 
-def test_rerank_top_k_keeps_n_per_branch(fakes, patch_scorer):
-    patch_scorer(FakeScorer({"gamma text": 0.9, "beta text": 0.1, "alpha text": 0.2}))
-    graph = graph_of(rerank_corpus(fakes), {"reranker": {"kind": "embedding", "top_k": 1}})
+def test_rerank_top_k_keeps_n_per_branch(fakes):
+    scorer = FakeScorer({"gamma text": 0.9, "beta text": 0.1, "alpha text": 0.2})
+    config = {"reranker": {"kind": "embedding", "top_k": 1}}
+    graph = graph_of(rerank_corpus(fakes), config, scorer=scorer)
     result = graph.invoke("x")
     assert [(b["retriever"], b["hits"]) for b in result["branches"]] == [("a", 1), ("b", 1)]
     assert sorted(d["id"] for d in result["documents"]) == ["alpha", "gamma"]
 
 
-def test_rerank_skips_failed_and_empty_branches(fakes, patch_scorer):
-    scorer = patch_scorer(FakeScorer())
+def test_rerank_skips_failed_and_empty_branches(fakes):
+    scorer = FakeScorer()
     retrievers = {
         "bad": fakes.FailingRetriever(),
         "none": fakes.ListRetriever(),
         "good": fakes.ListRetriever(docs=[fakes.doc("g", "good text", 1.0)]),
     }
-    graph = graph_of(retrievers, {"reranker": {"kind": "embedding"}, "on_failure": "skip"})
+    config = {"reranker": {"kind": "embedding"}, "on_failure": "skip"}
+    graph = graph_of(retrievers, config, scorer=scorer)
     result = graph.invoke("x")
     assert statuses(result) == {"q0:bad": "failed", "q0:none": "empty", "q0:good": "ok"}
     assert scorer.calls == [("x", ["good text"])]
@@ -697,10 +663,9 @@ BAD_SCORERS = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_SCORERS))
-def test_rerank_problems_under_skip_keep_retrieval_order_silently(fakes, patch_scorer, kind):
-    patch_scorer(BAD_SCORERS[kind]())
+def test_rerank_problems_under_skip_keep_retrieval_order_silently(fakes, kind):
     config = {"reranker": {"kind": "embedding", "on_failure": "skip"}}
-    result = graph_of(rerank_corpus(fakes), config).invoke("x")
+    result = graph_of(rerank_corpus(fakes), config, scorer=BAD_SCORERS[kind]()).invoke("x")
     assert result["warnings"] == []
     a = sources_of(result, "a")
     assert {i: s["rank"] for i, s in a.items()} == {"alpha": 1, "beta": 2, "gamma": 3}
@@ -709,9 +674,8 @@ def test_rerank_problems_under_skip_keep_retrieval_order_silently(fakes, patch_s
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_SCORERS))
-def test_rerank_problems_under_warn_add_a_warning(fakes, patch_scorer, kind):
-    patch_scorer(BAD_SCORERS[kind]())
-    result = graph_of(rerank_corpus(fakes), {"reranker": {"kind": "embedding"}}).invoke("x")
+def test_rerank_problems_under_warn_add_a_warning(fakes, kind):
+    result = graph_of(rerank_corpus(fakes), RERANK, scorer=BAD_SCORERS[kind]()).invoke("x")
     assert len(result["warnings"]) == 2  # pipeline default warn, one per branch
     assert all("reranker" in w for w in result["warnings"])
     assert {i: s["rank"] for i, s in sources_of(result, "a").items()} == {
@@ -722,16 +686,15 @@ def test_rerank_problems_under_warn_add_a_warning(fakes, patch_scorer, kind):
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_SCORERS))
-def test_rerank_problems_under_block_stop_the_request(fakes, patch_scorer, kind):
-    patch_scorer(BAD_SCORERS[kind]())
+def test_rerank_problems_under_block_stop_the_request(fakes, kind):
     config = {"reranker": {"kind": "embedding"}, "on_failure": "block"}
     with pytest.raises(BlockedError, match="reranker"):
-        graph_of(rerank_corpus(fakes), config).invoke("x")
+        graph_of(rerank_corpus(fakes), config, scorer=BAD_SCORERS[kind]()).invoke("x")
 
 
-async def test_rerank_on_the_async_path(fakes, patch_scorer):
-    patch_scorer(FakeScorer({"gamma text": 1.0}))
-    result = await graph_of(rerank_corpus(fakes), {"reranker": {"kind": "embedding"}}).ainvoke("x")
+async def test_rerank_on_the_async_path(fakes):
+    scorer = FakeScorer({"gamma text": 1.0})
+    result = await graph_of(rerank_corpus(fakes), RERANK, scorer=scorer).ainvoke("x")
     assert {i: s["rank"] for i, s in sources_of(result, "a").items()} == {
         "gamma": 1,
         "alpha": 2,

@@ -1,4 +1,4 @@
-"""Reranking without model weights (DESIGN §4 "Reranking", issue 5).
+"""Reranking without model weights.
 
 Config validation, trained-exit checks on config-only model folders (refused at build time,
 before any weights exist to load), the candidate budget, token-budget refusals through
@@ -8,25 +8,10 @@ before any weights exist to load), the candidate budget, token-budget refusals t
 from __future__ import annotations
 
 import json
-import threading
 
-import numpy as np
 import pytest
-from parallel_rag.nodes.rerank.cross_encoder import (
-    EXITS_FILE,
-    ModelFormatError,
-    ModelShape,
-    check_exit,
-    declared_exits,
-)
-from parallel_rag.nodes.rerank.scorers import (
-    ExitNotTrainedError,
-    QueryOverBudgetError,
-    TokenBudgetError,
-    cosine_scores,
-)
+from fake_scorer import FakeScorer
 from parallel_rag.graph import build_graph
-from parallel_rag.graph import builder as builder_module
 from parallel_rag.graph.configuration import (
     DEFAULT_RERANK_CANDIDATES,
     ConfigError,
@@ -34,35 +19,30 @@ from parallel_rag.graph.configuration import (
     parse_config,
 )
 from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.rerank.cross_encoder import (
+    EXITS_FILE,
+    ModelFormatError,
+    ModelShape,
+    check_exit,
+    declared_exits,
+)
 from parallel_rag.nodes.rerank.node import make_rerank_node, rerank_hits
+from parallel_rag.nodes.rerank.scorers import (
+    ExitNotTrainedError,
+    QueryOverBudgetError,
+    TokenBudgetError,
+    cosine_scores,
+)
 
 TWO = [{"name": "a", "backend": "bm25"}, {"name": "b", "backend": "bm25"}]
 SHAPE = ModelShape(depth=6, width=384, positions=512)
 
 
-class TableScorer:
-    """Scores by a fixed table; records what it was asked (thread-safe)."""
-
-    def __init__(self, table=None, *, fail=None, as_numpy=False):
-        self.table = table or {}
-        self.fail = fail
-        self.as_numpy = as_numpy
-        self.calls: list[tuple[str, list[str]]] = []
-        self.lock = threading.Lock()
-
-    def score(self, query, documents):
-        with self.lock:
-            self.calls.append((query, list(documents)))
-        if self.fail is not None:
-            raise self.fail
-        scores = [self.table.get(d, 0.0) for d in documents]
-        return np.asarray(scores, dtype=np.float32) if self.as_numpy else scores
-
-
-def graph_with(retrievers, scorer, monkeypatch, **reranker):
-    monkeypatch.setattr(builder_module, "make_scorer", lambda config, *_: scorer)
+def graph_with(retrievers, scorer, **reranker):
     return build_graph(
-        {"retrievers": [], "reranker": {"kind": "embedding", **reranker}}, retrievers=retrievers
+        {"retrievers": [], "reranker": {"kind": "embedding", **reranker}},
+        retrievers=retrievers,
+        scorer=scorer,
     )
 
 
@@ -216,11 +196,11 @@ def test_missing_model_builds_and_then_follows_on_failure(tmp_path, corpus, capl
 # ---------------------------------------------------------------- candidate budget
 
 
-def test_only_the_first_max_candidates_are_scored(fakes, monkeypatch):
-    scorer = TableScorer({"text 2": 0.9, "text 1": 0.1, "text 5": 5.0})
+def test_only_the_first_max_candidates_are_scored(fakes):
+    scorer = FakeScorer({"text 2": 0.9, "text 1": 0.1, "text 5": 5.0})
     docs = five_docs(fakes)
     retrievers = {"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs[:1])}
-    result = graph_with(retrievers, scorer, monkeypatch, max_candidates=2).invoke("q")
+    result = graph_with(retrievers, scorer, max_candidates=2).invoke("q")
     assert sorted(scorer.calls) == [("q", ["text 1"]), ("q", ["text 1", "text 2"])]
     a = branch_sources(result, "a")
     # the scored head is reordered; the unscored tail follows in retrieval order, unscored
@@ -250,7 +230,7 @@ def test_top_k_applies_after_the_candidate_budget(fakes):
 
 def test_numpy_scores_are_accepted_and_recorded_as_floats(fakes):
     node = make_rerank_node(
-        TableScorer({"text 3": 2.0}, as_numpy=True), top_k=None, on_failure="block"
+        FakeScorer({"text 3": 2.0}, as_numpy=True), top_k=None, on_failure="block"
     )
     branch = fakes.branch_result(0, "a", 0, [("x", 1, 1.0), ("y", 2, 0.5)])
     branch["hits"][1]["content"] = "text 3"
@@ -276,11 +256,11 @@ def test_budget_refusal_message_names_ranks_tokens_and_budget():
 
 
 @pytest.mark.parametrize("policy", ["skip", "warn", "block"])
-def test_budget_refusal_follows_on_failure(fakes, monkeypatch, policy):
-    scorer = TableScorer(fail=REFUSAL)
+def test_budget_refusal_follows_on_failure(fakes, policy):
+    scorer = FakeScorer(fail=REFUSAL)
     docs = five_docs(fakes)
     retrievers = {"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs)}
-    graph = graph_with(retrievers, scorer, monkeypatch, on_failure=policy)
+    graph = graph_with(retrievers, scorer, on_failure=policy)
     if policy == "block":
         with pytest.raises(BlockedError, match="max_tokens 512"):
             graph.invoke("q")
