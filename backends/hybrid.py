@@ -1,26 +1,33 @@
-"""``hybrid``: a primary backend with an optional fallback backend.
+"""``hybrid``: a primary backend with an optional fallback backend, and the one implementation of
+"call a retriever under a timeout" and "primary, then fallback" that the graph shares.
 
 ``strategy: sequential`` (default) runs the fallback only after the primary failed or returned
 nothing. ``strategy: parallel`` starts both at once and uses the primary's documents as soon as
 it has any; the fallback's are used only when the primary failed or was empty. The two results
 are never merged or ranked against each other.
 
-In the graph the fallback is a node of its own (``retrieve -> fallback``), so Studio draws the
-path and the branch record says which backend served and why the fallback ran; this retriever
-is the same composition for use outside the graph (any LCEL chain). A hybrid is dense when its
-primary is.
+The strategy comes in two legs, ``HybridRetriever.run_primary`` and ``run_fallback``, so the
+graph can run the second leg in a node of its own (``retrieve -> fallback``): Studio draws the
+path and the branch record says which backend served and why the fallback ran.
+``HybridRetriever.search`` runs both legs back to back, for use outside the graph (any LCEL
+chain). Every lookup (a plain branch, either leg) goes through ``start_lookup``: per-call
+``k``/``filters`` under a timeout, failures kept as redacted one-line text. A hybrid is dense
+when its primary is.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+import contextvars
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from parallel_rag.backends.base import (
     MetadataFilter,
     RetrievalKind,
@@ -29,15 +36,20 @@ from parallel_rag.backends.base import (
     retrieval_kind_of,
     supports_search_kwargs,
 )
+from parallel_rag.backends.secrets import describe_error
 from pydantic import BaseModel, ConfigDict, Field
 
 HybridStrategy = Literal["sequential", "parallel"]
-_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="parallel-rag-hybrid")
+T = TypeVar("T")
+
+# Lookups run here so a caller can stop waiting at its timeout; a timed-out call keeps its
+# thread until the backend returns (Python cannot interrupt it), so the pool is generous.
+LOOKUP_POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="parallel-rag-lookup")
 
 
 class HybridOptions(BaseModel):
-    """The hybrid's own setting; ``graph/configuration.py`` adds ``primary``/``fallback``
-    (each a full backend entry) on top of it."""
+    """The hybrid's own setting; the configuration adds its legs, ``primary`` and
+    ``fallback`` (each a full retriever entry of another backend), from ``BACKEND.legs``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -49,6 +61,100 @@ def fallback_reason(error: str | None) -> str:
     return f"primary failed: {error}" if error else "primary returned no results"
 
 
+def search_documents(
+    retriever: BaseRetriever,
+    query: str,
+    *,
+    k: int | None = None,
+    filters: MetadataFilter | None = None,
+    config: RunnableConfig | None = None,
+) -> list[Document]:
+    """One lookup with per-call ``k``/``filters``: our backends take them; a foreign retriever
+    gets the bare query and its documents are filtered here (the caller cuts to ``k``)."""
+    if supports_search_kwargs(retriever):
+        return retriever.invoke(query, config, k=k, filters=dict(filters or {}) or None)
+    return [d for d in retriever.invoke(query, config) if matches_filter(d.metadata, filters)]
+
+
+def failure_text(error: BaseException, timeout_seconds: float) -> str:
+    """A failed lookup as one bounded, redacted line; a timeout says how long was waited."""
+    if isinstance(error, TimeoutError):
+        return f"timed out after {timeout_seconds:g}s"
+    return describe_error(error)
+
+
+@dataclass
+class Lookup(Generic[T]):
+    """What one lookup gave: its documents (as ``convert`` shaped them) or the error that stopped
+    it, and how long the call took."""
+
+    result: T | None
+    error: BaseException | None
+    latency_ms: float
+    timeout_seconds: float
+
+    @property
+    def usable(self) -> bool:
+        """It succeeded and found something: no fallback is needed."""
+        return self.error is None and bool(self.result)
+
+    @property
+    def error_text(self) -> str | None:
+        return None if self.error is None else failure_text(self.error, self.timeout_seconds)
+
+
+class PendingLookup(Generic[T]):
+    """A lookup running in ``LOOKUP_POOL``; ``wait`` collects it by its deadline."""
+
+    def __init__(self, future: Future, timeout_seconds: float):
+        self.future = future
+        self.timeout_seconds = timeout_seconds
+        self.started = time.perf_counter()
+
+    def wait(self) -> Lookup[T]:
+        """The outcome, or a timeout once ``timeout_seconds`` have passed since the start."""
+        remaining = self.timeout_seconds - (time.perf_counter() - self.started)
+        try:
+            result, latency_ms = self.future.result(timeout=max(remaining, 0.001))
+        except Exception as error:  # noqa: BLE001 - every backend failure is an outcome
+            self.future.cancel()
+            latency_ms = (time.perf_counter() - self.started) * 1000
+            return Lookup(None, error, latency_ms, self.timeout_seconds)
+        return Lookup(result, None, latency_ms, self.timeout_seconds)
+
+    def cancel(self) -> None:
+        self.future.cancel()
+
+
+def _timed_call(convert: Callable[[list[Document]], T], retriever, query, kwargs) -> tuple:
+    started = time.perf_counter()
+    result = convert(search_documents(retriever, query, **kwargs))
+    return result, (time.perf_counter() - started) * 1000
+
+
+def start_lookup(
+    retriever: BaseRetriever,
+    query: str,
+    *,
+    timeout_seconds: float,
+    k: int | None = None,
+    filters: MetadataFilter | None = None,
+    config: RunnableConfig | None = None,
+    convert: Callable[[list[Document]], T] = list,
+) -> PendingLookup[T]:
+    """Start ``search_documents`` in the pool. ``convert`` shapes the documents inside the call,
+    so malformed documents count as the backend's failure, and "empty" means nothing usable."""
+    kwargs = {"k": k, "filters": filters, "config": config}
+    context = contextvars.copy_context()  # the caller's tracing and run context go along
+    future = LOOKUP_POOL.submit(context.run, _timed_call, convert, retriever, query, kwargs)
+    return PendingLookup(future, timeout_seconds)
+
+
+def lookup(retriever: BaseRetriever, query: str, **kwargs: Any) -> Lookup:
+    """``start_lookup`` and wait for it: one lookup under its timeout (never raises)."""
+    return start_lookup(retriever, query, **kwargs).wait()
+
+
 @dataclass
 class HybridOutcome:
     """What a hybrid lookup returned and who served it."""
@@ -58,16 +164,6 @@ class HybridOutcome:
     fallback_used: bool
     fallback_reason: str | None
     error: str | None = None
-
-
-def call_retriever(
-    retriever: BaseRetriever, query: str, k: int | None, filters: MetadataFilter | None
-) -> list[Document]:
-    """One lookup with per-call ``k``/``filters`` (post-filtered for foreign retrievers)."""
-    if supports_search_kwargs(retriever):
-        return retriever.invoke(query, k=k, filters=filters or None)
-    docs = [d for d in retriever.invoke(query) if matches_filter(d.metadata, filters)]
-    return docs[:k] if k else docs
 
 
 class HybridRetriever(SearchKwargsRetriever):
@@ -87,29 +183,76 @@ class HybridRetriever(SearchKwargsRetriever):
     def retrieval_kind(self) -> RetrievalKind:
         return retrieval_kind_of(self.primary)
 
+    def run_primary(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        filters: MetadataFilter | None = None,
+        config: RunnableConfig | None = None,
+        convert: Callable[[list[Document]], T] = list,
+    ) -> tuple[Lookup[T], Lookup[T] | None]:
+        """The first leg: the primary under its timeout. Under ``parallel`` the fallback starts
+        beside it; its outcome is returned second when the primary failed or found nothing
+        (the fallback's own timeout counts from its start), else it is cancelled."""
+        args = {"k": k, "filters": filters, "config": config, "convert": convert}
+        early = None
+        if self.fallback is not None and self.strategy == "parallel":
+            early = start_lookup(
+                self.fallback, query, timeout_seconds=self.fallback_timeout_seconds, **args
+            )
+        primary = lookup(self.primary, query, timeout_seconds=self.primary_timeout_seconds, **args)
+        if early is None:
+            return primary, None
+        if primary.usable:
+            early.cancel()  # the primary has context: the fallback's answer is not used
+            return primary, None
+        return primary, early.wait()
+
+    def run_fallback(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        filters: MetadataFilter | None = None,
+        config: RunnableConfig | None = None,
+        convert: Callable[[list[Document]], T] = list,
+    ) -> Lookup[T]:
+        """The second leg run now (``sequential``): the fallback under its timeout."""
+        if self.fallback is None:
+            raise ValueError("this hybrid has no fallback")
+        return lookup(
+            self.fallback,
+            query,
+            timeout_seconds=self.fallback_timeout_seconds,
+            k=k,
+            filters=filters,
+            config=config,
+            convert=convert,
+        )
+
     def search(
-        self, query: str, *, k: int | None = None, filters: MetadataFilter | None = None
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        filters: MetadataFilter | None = None,
+        config: RunnableConfig | None = None,
     ) -> HybridOutcome:
         """Run the strategy; say who served and why the fallback ran."""
-        fallback_future = None
-        if self.fallback is not None and self.strategy == "parallel":
-            fallback_future = _POOL.submit(call_retriever, self.fallback, query, k, filters)
-        primary_future = _POOL.submit(call_retriever, self.primary, query, k, filters)
-        docs, error = _wait(primary_future, self.primary_timeout_seconds)
-        if docs:
-            if fallback_future is not None:
-                fallback_future.cancel()
-            return HybridOutcome(docs, self.primary_name, False, None)
+        args = {"k": k, "filters": filters, "config": config}
+        primary, early = self.run_primary(query, **args)
+        if primary.usable:
+            return HybridOutcome(_cut(primary.result, k), self.primary_name, False, None)
         if self.fallback is None:
-            return HybridOutcome([], self.primary_name, False, None, error)
-        reason = fallback_reason(error)
-        if fallback_future is None:
-            fallback_future = _POOL.submit(call_retriever, self.fallback, query, k, filters)
-        fallback_docs, fallback_error = _wait(fallback_future, self.fallback_timeout_seconds)
+            return HybridOutcome([], self.primary_name, False, None, primary.error_text)
+        reason = fallback_reason(primary.error_text)
+        second = early if early is not None else self.run_fallback(query, **args)
         combined = None
-        if fallback_error is not None:
-            combined = f"{reason}; fallback '{self.fallback_name}' failed: {fallback_error}"
-        return HybridOutcome(fallback_docs or [], self.fallback_name, True, reason, combined)
+        if second.error is not None:
+            combined = f"{reason}; fallback '{self.fallback_name}' failed: {second.error_text}"
+        documents = _cut(second.result or [], k)
+        return HybridOutcome(documents, self.fallback_name, True, reason, combined)
 
     def _get_relevant_documents(
         self,
@@ -119,18 +262,13 @@ class HybridRetriever(SearchKwargsRetriever):
         k: int | None = None,
         filters: MetadataFilter | None = None,
     ) -> list[Document]:
-        outcome = self.search(query, k=k, filters=filters)
+        config = RunnableConfig(callbacks=run_manager.get_child())
+        outcome = self.search(query, k=k, filters=filters, config=config)
         if outcome.error is not None and not outcome.documents:
             raise RuntimeError(outcome.error)
         return outcome.documents
 
 
-def _wait(future: Any, timeout: float) -> tuple[list[Document] | None, str | None]:
-    try:
-        return list(future.result(timeout=timeout)), None
-    except FutureTimeout:
-        future.cancel()
-        return None, f"timed out after {timeout:g}s"
-    except Exception as error:  # noqa: BLE001 - every backend failure leads to the fallback
-        text = " ".join(str(error).split())
-        return None, f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
+def _cut(documents: list[Document], k: int | None) -> list[Document]:
+    return documents[:k] if k else documents
+

@@ -1,8 +1,9 @@
 """Keeping credentials out of results, branch records, errors and logs.
 
 Backends register every secret they hold (API keys, auth header values); ``redact`` replaces
-them in any text before it leaves the backend, and a logging filter does the same for the HTTP
-libraries' loggers, in case a key was put in a URL.
+them in any text before it leaves the backend, ``describe_error`` turns any failure into the
+bounded, redacted one-line text that results and logs carry, and a logging filter does the same
+for the HTTP libraries' loggers, in case a key was put in a URL.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from pydantic import SecretStr
 
 REDACTED = "***"
+MAX_ERROR_CHARS = 500
 MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words; keys are never this short
 # logger filters apply to records created on that exact logger, so name each one
 _LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy")
@@ -70,6 +72,14 @@ def redact(text: str, secrets: Iterable[str] | None = None) -> str:
     for secret in sorted(known, key=len, reverse=True):  # longest first: keys may nest
         text = text.replace(secret, REDACTED)
     return text
+
+
+def describe_error(error: BaseException) -> str:
+    """A bounded, single-line description of a failure, every known secret redacted (a hostile
+    or careless service may echo the key it was sent; this text reaches results and logs)."""
+    text = redact(str(error)).strip().replace("\n", " ")
+    text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text[:MAX_ERROR_CHARS]
 
 
 class RedactingFilter(logging.Filter):

@@ -40,7 +40,7 @@ from parallel_rag.graph.configuration import (
 from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter, fusion_settings
 from parallel_rag.graph.routing import make_entry_router, make_view_router
 from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
-from parallel_rag.nodes.fallback import FallbackNode, split_hybrid
+from parallel_rag.nodes.fallback import FallbackNode
 from parallel_rag.nodes.fuse import make_fuse_node
 from parallel_rag.nodes.generate.node import GenerateNode
 from parallel_rag.nodes.rerank.node import PairScorer, make_rerank_node
@@ -162,7 +162,7 @@ def build_graph(
             on_failure=entry.on_failure or pipeline.on_failure,
             timeout_seconds=entry.timeout_seconds,
         )
-        branches.append(split_hybrid(branch))  # a hybrid's fallback gets its own node
+        branches.append(branch)
     for branch_name, retriever in extra.items():
         branch = RetrievalBranch(
             name=branch_name,
@@ -171,7 +171,7 @@ def build_graph(
             kind=retrieval_kind_of(retriever),
             on_failure=pipeline.on_failure,
         )
-        branches.append(split_hybrid(branch))
+        branches.append(branch)
 
     rewriter_config = pipeline.rewriter or (RewriterConfig() if rewriter_model else None)
     builder = StateGraph(
@@ -185,7 +185,7 @@ def build_graph(
             include_original=rewriter_config.include_original,
             on_failure=rewriter_config.on_failure or pipeline.on_failure,
         )
-        builder.add_node("rewrite", node.as_runnable())
+        builder.add_node("rewrite", node.invoke)
         builder.add_conditional_edges(
             "rewrite", make_view_router(branches, pipeline.tenant_field), ["retrieve"]
         )
@@ -204,19 +204,24 @@ def build_graph(
 
     reranker = pipeline.reranker
     retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranker is not None)
-    # hybrid branches: retrieve -> fallback (a real edge Studio draws) -> rerank | fuse
-    to_fallback = ("fallback",) if any(b.fallback is not None for b in branches) else ()
+    # hybrid branches: retrieve -> fallback (a real edge Studio draws) -> rerank | fuse.
+    # Both read a Send payload: input_schema keeps LangGraph from adding its keys to the state.
+    to_fallback = ("fallback",) if any(b.falls_back for b in branches) else ()
     if to_fallback:
         builder.add_node(
             "fallback",
-            FallbackNode(retrieve).as_runnable(),
+            FallbackNode(retrieve).invoke,
+            input_schema=RAGState,
             destinations=("rerank", "fuse") if reranker is not None else None,
         )
         if reranker is None:
             builder.add_edge("fallback", "fuse")
     if reranker is not None:
         builder.add_node(
-            "retrieve", retrieve.as_runnable(), destinations=("rerank", "fuse", *to_fallback)
+            "retrieve",
+            retrieve.invoke,
+            input_schema=RAGState,
+            destinations=("rerank", "fuse", *to_fallback),
         )
         builder.add_node(
             "rerank",
@@ -231,7 +236,9 @@ def build_graph(
         )
         builder.add_edge("rerank", "fuse")
     else:
-        builder.add_node("retrieve", retrieve.as_runnable(), destinations=to_fallback or None)
+        builder.add_node(
+            "retrieve", retrieve.invoke, input_schema=RAGState, destinations=to_fallback or None
+        )
         builder.add_edge("retrieve", "fuse")
 
     # deferred: fuse waits for every pending branch task (rerank, fallback) before it runs
@@ -246,7 +253,7 @@ def build_graph(
     generate = GenerateNode(
         generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
     )
-    builder.add_node("generate", generate.as_runnable())
+    builder.add_node("generate", generate.invoke)
     builder.add_edge("fuse", "generate")
     builder.add_edge("generate", END)
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from parallel_rag.backends.bm25 import BM25Settings
+from parallel_rag.nodes.failure_policy import FailurePolicy
 from parallel_rag.nodes.chat_models import (
     ChatModelSettings,
     normalize_base_url,
@@ -41,7 +42,6 @@ from pydantic import (
 
 DEFAULT_CONFIG_FILE = "parallel-rag.yaml"
 CONFIG_ENV = "PARALLEL_RAG_CONFIG"
-FailurePolicy = Literal["skip", "warn", "block"]
 DENSE_BACKENDS = {"qdrant", "milvus", "openai", "vectorstore"}
 MIN_RETRIEVERS, MAX_RETRIEVERS = 2, 4
 DEFAULT_RERANK_CANDIDATES = 20

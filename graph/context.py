@@ -6,7 +6,11 @@ A knob changes how one run uses the configured pipeline, never what it talks to:
 configured retrievers run, how many candidates each asks for, the fusion ``k`` and weights,
 whether the configured reranker runs, and which kind of rewrite the configured chat model does.
 Nothing that could name an endpoint, a key, a path or a model is a knob, so a request can never
-redirect the app (DESIGN §7).
+redirect the app.
+
+The knobs are parsed once per run, by the entry router (``run_knobs`` over the injected
+``Runtime``), and travel as plain data: in the ``Send`` payloads to ``rewrite`` and ``retrieve``,
+and in the state's ``knobs`` key for the nodes after the fan-out (``knobs_of``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -129,21 +134,20 @@ def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGConte
     return knobs.model_copy(update=context.model_dump(exclude_none=True))
 
 
-def _current_runtime_context() -> Any:
-    try:
-        from langgraph.runtime import get_runtime
-
-        return getattr(get_runtime(), "context", None)
-    except Exception:  # outside a graph run: no runtime, no context
-        return None
-
-
-def run_knobs(config: RunnableConfig | None, runtime: Any = None) -> RAGContext:
-    """Knobs of the current run, from an injected ``runtime`` or the one LangGraph set up."""
-    context = getattr(runtime, "context", None) if runtime is not None else None
-    if context is None:
-        context = _current_runtime_context()
+def run_knobs(runtime: Runtime[RAGContext] | None, config: RunnableConfig | None) -> RAGContext:
+    """Knobs of the current run: the injected ``runtime``'s context over ``configurable``."""
+    context = runtime.context if runtime is not None else None
     return knobs_from(context, (config or {}).get("configurable"))
+
+
+def carried(knobs: RAGContext) -> dict[str, Any]:
+    """The parsed knobs as the plain data a ``Send`` payload and the state carry."""
+    return knobs.model_dump(exclude_none=True)
+
+
+def knobs_of(state: Mapping[str, Any]) -> RAGContext:
+    """The run's knobs as the entry router parsed them (read back, not parsed again)."""
+    return RAGContext.model_construct(**(state.get("knobs") or {}))
 
 
 @dataclass(frozen=True)
@@ -188,10 +192,10 @@ class KnobScope:
 
 
 def fusion_settings(
-    config: RunnableConfig | None, k: int, weights: Mapping[str, float]
+    state: Mapping[str, Any], k: int, weights: Mapping[str, float]
 ) -> tuple[int, dict[str, float]]:
     """The fusion ``k`` and weights for this run: the configured ones with the knobs applied."""
-    knobs = run_knobs(config)
+    knobs = knobs_of(state)
     return knobs.fusion_k or k, {**weights, **(knobs.fusion_weights or {})}
 
 
@@ -210,8 +214,8 @@ class SwitchableRewriter:
         self.make = make
         self.variants: dict[str, Any] = {config.kind: make(config, model)}
 
-    def variant(self, config: RunnableConfig | None) -> Any:
-        kind = run_knobs(config).rewriter
+    def variant(self, kind: str | None) -> Any:
+        """The rewriter of ``kind`` (None or "none": the configured one)."""
         if kind in (None, "none"):
             kind = self.config.kind
         if kind not in self.variants:
@@ -221,8 +225,7 @@ class SwitchableRewriter:
             )
         return self.variants[kind]
 
-    def rewrite(self, query: str, config: RunnableConfig | None = None):
-        return self.variant(config).rewrite(query, config)
-
-    async def arewrite(self, query: str, config: RunnableConfig | None = None):
-        return await self.variant(config).arewrite(query, config)
+    def rewrite(
+        self, query: str, config: RunnableConfig | None = None, *, kind: str | None = None
+    ) -> list[tuple[str, str]]:
+        return self.variant(kind).rewrite(query, config)

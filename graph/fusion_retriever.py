@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from contextlib import aclosing, closing
+from contextlib import closing
 from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
+from langchain_core.runnables.config import run_in_executor
 from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.graph.builder import ConfigSource, build_graph
 from parallel_rag.graph.context import RAGContext
@@ -115,9 +113,10 @@ class ParallelFusionRetriever(BaseRetriever):
         configurable = ensure_config(config).get("configurable") or {}
         return super().invoke(input, config, **{_CONFIGURABLE: configurable}, **kwargs)
 
+    # One path: the graph's nodes are sync underneath, so async callers get ``invoke`` in a
+    # worker thread (what LangChain's Runnable does by default).
     async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any):  # noqa: A002
-        configurable = ensure_config(config).get("configurable") or {}
-        return await super().ainvoke(input, config, **{_CONFIGURABLE: configurable}, **kwargs)
+        return await run_in_executor(config, self.invoke, input, config, **kwargs)
 
     def _request(self, query: str, top_k: int | None, filters: Mapping | None) -> dict:
         request: dict[str, Any] = {"query": query, "top_k": top_k or self.top_k}
@@ -126,14 +125,6 @@ class ParallelFusionRetriever(BaseRetriever):
         if self.tenant is not None:
             request["tenant"] = self.tenant
         return request
-
-    def _run_args(self, run_manager, kwargs: dict[str, Any]) -> tuple[dict, dict]:
-        config: dict[str, Any] = {
-            "callbacks": run_manager.get_child(),
-            "configurable": dict(kwargs.get(_CONFIGURABLE) or {}),
-        }
-        extra = {"context": self.context} if self.context is not None else {}
-        return config, extra
 
     def _get_relevant_documents(
         self,
@@ -144,29 +135,15 @@ class ParallelFusionRetriever(BaseRetriever):
         filters: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        config, extra = self._run_args(run_manager, kwargs)
+        config = RunnableConfig(
+            callbacks=run_manager.get_child(),
+            configurable=dict(kwargs.get(_CONFIGURABLE) or {}),
+        )
+        extra = {"context": self.context} if self.context is not None else {}
         request = self._request(query, top_k, filters)
         # stop after ``fuse``: leaving the stream ends the run before ``generate`` starts
         with closing(self.graph.stream(request, config, stream_mode="updates", **extra)) as run:
             for update in run:
-                if "fuse" in update:
-                    return fused_to_documents(update["fuse"]["documents"])
-        return []
-
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        top_k: int | None = None,
-        filters: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> list[Document]:
-        config, extra = self._run_args(run_manager, kwargs)
-        request = self._request(query, top_k, filters)
-        stream = self.graph.astream(request, config, stream_mode="updates", **extra)
-        async with aclosing(stream) as run:
-            async for update in run:
                 if "fuse" in update:
                     return fused_to_documents(update["fuse"]["documents"])
         return []

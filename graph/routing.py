@@ -2,8 +2,10 @@
 
 One ``Send("retrieve", ...)`` per (query view, retriever), except that HyDE views go to dense
 retrievers only. Every branch gets the request's filters, with the tenant as a mandatory filter.
-The run's knobs (``graph/context.py``) are checked at the entry and applied here: which
-retrievers run, their candidate count, and whether their results go through the reranker.
+The run's knobs (``graph/context.py``) are parsed and checked once, at the entry, and applied
+here: which retrievers run, their candidate count, and whether their results go through the
+reranker. They travel on in every ``Send`` payload (``knobs``), and the first node to receive
+them writes them to the state for the nodes after the fan-out.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import Send
-from parallel_rag.graph.context import KnobScope, RAGContext, run_knobs
+from parallel_rag.graph.context import KnobScope, RAGContext, carried, knobs_of, run_knobs
 from parallel_rag.nodes.records import QueryView
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveTask
 
@@ -39,6 +42,7 @@ def fan_out(
     """One retrieve task per (view, retriever); HyDE views reach dense retrievers only."""
     filters = branch_filters(state, tenant_field)
     knobs = knobs or RAGContext()
+    knob_data = carried(knobs)
     if knobs.retrievers is not None:
         branches = [b for b in branches if b.name in knobs.retrievers]
     sends = []
@@ -52,6 +56,7 @@ def fan_out(
                 query=state["query"],
                 top_k=state["top_k"],
                 filters=filters,
+                knobs=knob_data,
             )
             if knobs.retriever_top_k is not None:
                 task["limit"] = knobs.retriever_top_k
@@ -71,25 +76,29 @@ def make_entry_router(
     has_rewriter: bool,
     scope: KnobScope | None = None,
 ):
-    """The conditional entry: checks the run's knobs, then to ``rewrite`` when a rewriter is
-    configured (and not switched off), else straight to the fan-out with the original query."""
+    """The conditional entry: parses and checks the run's knobs, then to ``rewrite`` when a
+    rewriter is configured (and not switched off), else straight to the fan-out with the
+    original query."""
 
-    def route_request(state: dict[str, Any], config: RunnableConfig):
-        knobs = run_knobs(config)
+    def route_request(
+        state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RAGContext]
+    ) -> Send | list[Send]:
+        knobs = run_knobs(runtime, config)
         if scope is not None:
             scope.check(knobs)
         if has_rewriter and knobs.rewriter != "none":
-            return "rewrite"
+            return Send("rewrite", {**state, "knobs": carried(knobs)})
         return fan_out(state, original_view(state), branches, tenant_field, knobs)
 
     return route_request
 
 
 def make_view_router(branches: Sequence[RetrievalBranch], tenant_field: str):
-    """After ``rewrite``: fan the rewritten views out to the retrievers."""
+    """After ``rewrite``: fan the rewritten views out to the retrievers, with the knobs
+    ``rewrite`` wrote to the state."""
 
-    def route_views(state: dict[str, Any], config: RunnableConfig) -> list[Send]:
+    def route_views(state: dict[str, Any]) -> list[Send]:
         views = state.get("views") or original_view(state)
-        return fan_out(state, views, branches, tenant_field, run_knobs(config))
+        return fan_out(state, views, branches, tenant_field, knobs_of(state))
 
     return route_views

@@ -1,4 +1,20 @@
-"""Errors the workflow raises on purpose, so surfaces can map them to clear responses."""
+"""The failure policy every node applies, and the errors the workflow raises on purpose.
+
+Each component that can fail (rewriter, retriever, fallback, reranker, generator) has an
+``on_failure`` setting; ``apply_failure_policy`` is the one place it is applied: ``block`` stops
+the request with a ``BlockedError`` (HTTP 503 on servers), ``warn`` gives the caller the warning
+text the result carries, ``skip`` gives nothing. The failure is logged under every policy. The
+node decides what the request gets instead (the original query, retrieval order, no answer).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+FailurePolicy = Literal["skip", "warn", "block"]
+
+logger = logging.getLogger(__name__)
 
 
 class RAGError(Exception):
@@ -12,3 +28,22 @@ class BlockedError(RAGError):
         self.component = component
         self.reason = reason
         super().__init__(f"{component} failed and its on_failure policy is 'block': {reason}")
+
+
+def apply_failure_policy(
+    policy: FailurePolicy,
+    component: str,
+    reason: str,
+    *,
+    warning: str,
+    cause: BaseException | None = None,
+) -> str | None:
+    """Apply ``policy`` to a failure of ``component`` (``reason``: redacted one-line text).
+
+    ``block`` raises ``BlockedError(component, reason)`` (chained to ``cause``); ``warn`` returns
+    ``warning``, the text the result's warnings carry; ``skip`` returns None. The failure is
+    logged under every policy."""
+    logger.warning("%s failed (on_failure=%s): %s", component, policy, reason)
+    if policy == "block":
+        raise BlockedError(component, reason) from cause
+    return warning if policy == "warn" else None

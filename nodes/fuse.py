@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from parallel_rag.nodes.records import (
     BranchRecord,
     BranchResult,
@@ -116,16 +115,16 @@ def views_used(branches: Iterable[BranchResult]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-FusionSettings = Callable[[RunnableConfig, int, Mapping[str, float]], tuple[int, Mapping]]
+FusionSettings = Callable[[Mapping[str, Any], int, Mapping[str, float]], tuple[int, Mapping]]
 
 
 def make_fuse_node(*, k: int, weights: Mapping[str, float], settings: FusionSettings | None = None):
     """The ``fuse`` node: RRF over the branch results, cut to the request's ``top_k``.
-    ``settings(config, k, weights)`` may adjust ``k`` and the weights per run (the knobs)."""
+    ``settings(state, k, weights)`` may adjust ``k`` and the weights per run (the knobs)."""
 
-    def fuse(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def fuse(state: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
-        run_k, run_weights = settings(config, k, weights) if settings else (k, weights)
+        run_k, run_weights = settings(state, k, weights) if settings else (k, weights)
         results: list[BranchResult] = state.get("branch_results") or []
         documents = reciprocal_rank_fusion(
             results, k=run_k, weights=run_weights, top_k=state["top_k"]

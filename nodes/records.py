@@ -13,7 +13,6 @@ from typing_extensions import TypedDict
 
 ViewKind = Literal["original", "rewrite", "hyde"]
 BranchStatus = Literal["ok", "empty", "failed", "skipped"]
-FailurePolicy = Literal["skip", "warn", "block"]
 
 
 class QueryView(TypedDict):

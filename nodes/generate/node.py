@@ -10,19 +10,16 @@ of the graph (tagged ``langgraph_node: generate``). A failing chat model follows
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
+from parallel_rag.backends.secrets import describe_error
+from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
 from parallel_rag.nodes.generate.generators import GeneratedAnswer
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
-from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.records import Citation, FailurePolicy
-from parallel_rag.nodes.retrieve import describe_error
-
-logger = logging.getLogger(__name__)
+from parallel_rag.nodes.records import Citation
 
 
 class GenerateNode:
@@ -32,9 +29,25 @@ class GenerateNode:
         self.generator = generator
         self.on_failure = on_failure
 
-    @staticmethod
-    def _finish(state: dict[str, Any], started: float, generated: GeneratedAnswer) -> dict:
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
         documents = state.get("documents") or []
+        generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [])
+        if documents:
+            try:
+                generated = self.generator.generate(state["query"], documents, config)
+            except GraphBubbleUp:
+                raise  # interrupts and other control flow belong to LangGraph
+            except Exception as error:
+                message = describe_error(error)
+                warning = apply_failure_policy(
+                    self.on_failure,
+                    "generator",
+                    message,
+                    warning=f"generator failed, no answer generated: {message}",
+                    cause=error,
+                )
+                generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [], [warning] if warning else [])
         citations = [
             Citation(
                 number=n,
@@ -49,42 +62,3 @@ class GenerateNode:
             "warnings": generated.warnings,
             "timings": {"generate": (time.perf_counter() - started) * 1000},
         }
-
-    def _failed(self, error: Exception) -> GeneratedAnswer:
-        message = describe_error(error)
-        if self.on_failure == "block":
-            raise BlockedError("generator", message) from error
-        logger.warning("generator failed (on_failure=%s): %s", self.on_failure, message)
-        warnings = [f"generator failed, no answer generated: {message}"]
-        return GeneratedAnswer(
-            INSUFFICIENT_EVIDENCE, [], warnings if self.on_failure == "warn" else []
-        )
-
-    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        documents = state.get("documents") or []
-        if not documents:
-            return self._finish(state, started, GeneratedAnswer(INSUFFICIENT_EVIDENCE, []))
-        try:
-            generated = self.generator.generate(state["query"], documents, config)
-        except GraphBubbleUp:
-            raise  # interrupts and other control flow belong to LangGraph
-        except Exception as error:
-            generated = self._failed(error)
-        return self._finish(state, started, generated)
-
-    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        documents = state.get("documents") or []
-        if not documents:
-            return self._finish(state, started, GeneratedAnswer(INSUFFICIENT_EVIDENCE, []))
-        try:
-            generated = await self.generator.agenerate(state["query"], documents, config)
-        except GraphBubbleUp:
-            raise  # interrupts and other control flow belong to LangGraph
-        except Exception as error:
-            generated = self._failed(error)
-        return self._finish(state, started, generated)
-
-    def as_runnable(self) -> RunnableLambda:
-        return RunnableLambda(self.invoke, afunc=self.ainvoke, name="generate")

@@ -16,9 +16,9 @@ import numbers
 import time
 from typing import Any, Protocol
 
-from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.records import BranchHit, BranchResult, FailurePolicy
-from parallel_rag.nodes.retrieve import describe_error
+from parallel_rag.backends.secrets import describe_error
+from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
+from parallel_rag.nodes.records import BranchHit, BranchResult
 
 
 class PairScorer(Protocol):
@@ -80,11 +80,15 @@ def make_rerank_node(
             result["hits"] = rerank_hits(hits, scores, top_k, max_candidates=max_candidates)
         except Exception as exc:
             message = describe_error(exc)
-            if on_failure == "block":
-                raise BlockedError(f"reranker on branch '{result['branch']}'", message) from exc
-            if on_failure == "warn":
-                note = f"reranker failed on branch '{result['branch']}', kept retrieval order: "
-                result["warning"] = "; ".join(filter(None, [result["warning"], note + message]))
+            warning = apply_failure_policy(
+                on_failure,
+                f"reranker on branch '{result['branch']}'",
+                message,
+                warning=f"reranker failed on branch '{result['branch']}', kept retrieval order: "
+                + message,
+                cause=exc,
+            )
+            result["warning"] = "; ".join(filter(None, [result["warning"], warning]))
         elapsed = (time.perf_counter() - started) * 1000
         result["rerank_ms"] = elapsed
         return {"branch_results": [result], "timings": {"rerank": elapsed}}

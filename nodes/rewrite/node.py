@@ -2,28 +2,28 @@
 
 Views are de-duplicated on their stripped text; the original stays first unless
 ``include_original`` is off. A rewriter failure or empty output follows ``on_failure``; under
-skip/warn the request falls back to the original query alone.
+skip/warn the request falls back to the original query alone. The node's input may carry the
+run's knobs (``knobs``, parsed once at the entry): the per-run rewrite kind is handed to the
+rewriter, and the knobs are written back to the state for the fan-out after this node.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Protocol
 
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
-from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.records import FailurePolicy, QueryView
-from parallel_rag.nodes.retrieve import describe_error
-
-logger = logging.getLogger(__name__)
+from parallel_rag.backends.secrets import describe_error
+from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
+from parallel_rag.nodes.records import QueryView
 
 
 class QueryRewriter(Protocol):
-    def rewrite(self, query: str, config=None) -> list[tuple[str, str]]: ...
+    """Anything that turns a question into (text, kind) views. A rewriter that can switch kind
+    per run also takes ``kind`` (the run's rewrite knob)."""
 
-    async def arewrite(self, query: str, config=None) -> list[tuple[str, str]]: ...
+    def rewrite(self, query: str, config=None) -> list[tuple[str, str]]: ...
 
 
 def assemble_views(
@@ -52,49 +52,37 @@ class RewriteNode:
         self.include_original = include_original
         self.on_failure = on_failure
 
-    def _finish(self, query: str, started: float, rewritten, error) -> dict[str, Any]:
-        warnings: list[str] = []
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        started = time.perf_counter()
+        query = state["query"]
+        kind = (state.get("knobs") or {}).get("rewriter")
+        options = {"kind": kind} if kind not in (None, "none") else {}
         views: list[QueryView] = []
-        if error is None:
-            # empty output is an error even when the original is kept (DESIGN §4)
+        warnings: list[str] = []
+        try:
+            rewritten = self.rewriter.rewrite(query, config, **options)
+            # empty output is an error even when the original is kept
             if not any(text.strip() for text, _ in rewritten or []):
-                error = ValueError("the rewriter produced no query view")
-            else:
-                views = assemble_views(query, rewritten, include_original=self.include_original)
-        if error is not None:
+                raise ValueError("the rewriter produced no query view")
+            views = assemble_views(query, rewritten, include_original=self.include_original)
+        except GraphBubbleUp:
+            raise  # interrupts and other control flow belong to LangGraph
+        except Exception as error:
             message = describe_error(error)
-            if self.on_failure == "block":
-                raise BlockedError("rewriter", message) from error
-            # recorded under every policy: the log always, the result's warnings under warn
-            logger.warning("rewriter failed (on_failure=%s): %s", self.on_failure, message)
-            if self.on_failure == "warn":
-                warnings.append(f"rewriter failed, using the original query only: {message}")
+            warning = apply_failure_policy(
+                self.on_failure,
+                "rewriter",
+                message,
+                warning=f"rewriter failed, using the original query only: {message}",
+                cause=error,
+            )
+            warnings = [warning] if warning else []
             views = [QueryView(index=0, text=query.strip(), kind="original")]
-        return {
+        update: dict[str, Any] = {
             "views": views,
             "warnings": warnings,
             "timings": {"rewrite": (time.perf_counter() - started) * 1000},
         }
-
-    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            rewritten, error = self.rewriter.rewrite(state["query"], config), None
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            rewritten, error = None, exc
-        return self._finish(state["query"], started, rewritten, error)
-
-    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            rewritten, error = await self.rewriter.arewrite(state["query"], config), None
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            rewritten, error = None, exc
-        return self._finish(state["query"], started, rewritten, error)
-
-    def as_runnable(self) -> RunnableLambda:
-        return RunnableLambda(self.invoke, afunc=self.ainvoke, name="rewrite")
+        if "knobs" in state:
+            update["knobs"] = state["knobs"]
+        return update

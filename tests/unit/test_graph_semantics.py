@@ -6,6 +6,7 @@ concurrency (without timing), failure policies, timeouts, filters and tenants, r
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 
@@ -425,7 +426,7 @@ def test_slow_retriever_times_out_sync(fakes):
 async def test_slow_retriever_times_out_async(fakes):
     node, task, slow = slow_node(fakes)
     try:
-        update = await node.ainvoke(task, {})
+        update = await asyncio.to_thread(node.invoke, task, {})
         assert not slow.finished.is_set()
     finally:
         slow.release.set()
@@ -447,7 +448,7 @@ async def test_slow_retriever_under_block_raises_async(fakes):
     node, task, slow = slow_node(fakes, policy="block")
     try:
         with pytest.raises(BlockedError, match="timed out"):
-            await node.ainvoke(task, {})
+            await asyncio.to_thread(node.invoke, task, {})
     finally:
         slow.release.set()
 

@@ -211,9 +211,6 @@ class ScriptedRewriter:
             raise self.error
         return self.output
 
-    async def arewrite(self, query, config=None):
-        return self.rewrite(query, config)
-
 
 @pytest.mark.parametrize(
     "rewriter",
@@ -242,7 +239,7 @@ def test_rewrite_node_failure_policy(rewriter, include_original):
 
 async def test_rewrite_node_async_failure_policy():
     node = RewriteNode(ScriptedRewriter(output=[]), include_original=True, on_failure="warn")
-    update = await node.ainvoke({"query": "q"}, {})
+    update = await asyncio.to_thread(node.invoke, {"query": "q"}, {})
     assert update["views"] == [{"index": 0, "text": "q", "kind": "original"}]
     assert len(update["warnings"]) == 1 and "rewrite" in update["timings"]
 
