@@ -137,6 +137,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from parallel_rag.studio.mcp_server import serve as serve_mcp
+
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port: must be between 1 and 65535, got {args.port}")
+    serve_mcp(args.config, http=args.http, port=args.port)
+    return 0
+
+
 def parse_filters(items: list[str] | None) -> dict[str, str]:
     """``--filter KEY=VALUE`` options as a flat equality filter."""
     filters = {}
@@ -269,6 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     evaluate.set_defaults(run=cmd_eval)
+
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve the pipeline as MCP tools (search, ask) over stdio, or streamable HTTP",
+        description="Serve the configured pipeline to MCP clients: the tools search (fused "
+        "documents with their sources) and ask (answer, citations, documents). stdio by default "
+        "(for a client that starts the command); --http serves http://127.0.0.1:PORT/mcp.",
+    )
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    mcp.set_defaults(run=cmd_mcp)
     return parser
 
 

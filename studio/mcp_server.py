@@ -1,0 +1,152 @@
+"""``parallel-rag mcp``: the configured pipeline served as MCP tools, so any MCP client (desktop
+assistants, IDE agents, other agents) can search and ask it.
+
+Two tools, their input schemas generated from the graph's request model (``RAGRequest``: the
+same fields, limits and descriptions as on every other surface):
+
+- ``search(query, top_k, filters, tenant)`` -> ``{"documents": [...]}``: the fused documents,
+  each with its sources (which branch found it, at which rank, for which query view);
+- ``ask(query, top_k, filters, tenant)`` -> ``{"answer", "citations", "documents", "warnings"}``.
+
+Both run the whole graph once, exactly as ``parallel-rag ask --json`` does, and return its
+fields unchanged. A request can set nothing but these fields (no endpoint, key, path or
+backend), and a bad one comes back as an MCP tool error naming the field, as does an
+``on_failure: block`` failure. Served over stdio (the default) or streamable HTTP on
+127.0.0.1 (``--http --port``, endpoint ``/mcp``, ``/healthz`` for probes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+from typing import Annotated, Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from langgraph.graph.state import CompiledStateGraph  # noqa: E402
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
+from mcp_types import CallToolResult, TextContent  # noqa: E402
+from parallel_rag.backends.secrets import redact  # noqa: E402
+from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile  # noqa: E402
+from parallel_rag.graph.state import RAGRequest, coerce_request  # noqa: E402
+from parallel_rag.nodes.failure_policy import RAGError  # noqa: E402
+from pydantic import Field, ValidationError  # noqa: E402
+from starlette.requests import Request  # noqa: E402
+from starlette.responses import PlainTextResponse  # noqa: E402
+
+TOOLS = ("search", "ask")
+DEFAULT_PORT = 8765
+HOST = "127.0.0.1"
+SEARCH_DESCRIPTION = (
+    "Search the indexed documents: the query runs through every configured retriever in "
+    "parallel and the hits are fused; returns the documents with their sources."
+)
+ASK_DESCRIPTION = (
+    "Answer a question from the indexed documents: returns the answer, the documents it "
+    "cites (citations number the documents list from 1) and the documents."
+)
+
+
+def request_signature() -> inspect.Signature:
+    """Keyword parameters mirroring ``RAGRequest``'s fields (types, constraints, defaults and
+    descriptions), so the SDK derives each tool's input schema from the request model."""
+    parameters = []
+    for name, field in RAGRequest.model_fields.items():
+        annotation = Annotated[
+            (field.annotation, *field.metadata, Field(description=field.description))
+        ]
+        default = inspect.Parameter.empty if field.is_required() else field.default
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+        )
+    return inspect.Signature(parameters, return_annotation=dict[str, Any])
+
+
+def validated_request(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The request as the graph takes it; a bad field is a tool error naming it."""
+    try:
+        return coerce_request({k: v for k, v in arguments.items() if v is not None})
+    except ValidationError as error:
+        problem = error.errors()[0]
+        field = ".".join(str(part) for part in problem["loc"]) or "request"
+        message = problem["msg"].removeprefix("Value error, ")
+        raise ToolError(f"invalid request: {field}: {message}") from None
+
+
+def run_graph(graph: CompiledStateGraph, arguments: dict[str, Any]) -> dict[str, Any]:
+    request = validated_request(arguments)
+    try:
+        return graph.invoke(request)
+    except RAGError as error:  # on_failure: block, or a request the pipeline cannot serve
+        raise ToolError(redact(str(error))) from None
+
+
+def _tool(function: Any, name: str) -> Any:
+    function.__name__ = name
+    function.__signature__ = request_signature()
+    return function
+
+
+def request_error(arguments: Any) -> str | None:
+    """Why ``arguments`` is not a valid request, naming the field (None when it is)."""
+    try:
+        validated_request(arguments if isinstance(arguments, dict) else {})
+    except ToolError as error:
+        return str(error)
+    return None
+
+
+async def validate_arguments(ctx: Any, call_next: Any) -> Any:
+    """Server middleware: ``search``/``ask`` arguments are checked against the request model
+    before the SDK sees them, so every bad call (an unknown field included, which the SDK alone
+    would drop silently) is one tool error naming the field."""
+    params = ctx.params if isinstance(ctx.params, dict) else {}
+    if ctx.method == "tools/call" and params.get("name") in TOOLS:
+        problem = request_error(params.get("arguments") or {})
+        if problem is not None:
+            return CallToolResult(content=[TextContent(type="text", text=problem)], is_error=True)
+    return await call_next(ctx)
+
+
+def build_server(graph: CompiledStateGraph, *, name: str = "parallel-rag") -> MCPServer:
+    """An ``MCPServer`` with the ``search`` and ``ask`` tools over ``graph``."""
+    server = MCPServer(name, log_level="WARNING", middleware=[validate_arguments])
+
+    def search(**arguments: Any) -> dict[str, Any]:
+        result = run_graph(graph, arguments)
+        return {"documents": result["documents"]}
+
+    def ask(**arguments: Any) -> dict[str, Any]:
+        result = run_graph(graph, arguments)
+        return {key: result[key] for key in ("answer", "citations", "documents", "warnings")}
+
+    server.add_tool(_tool(search, "search"), description=SEARCH_DESCRIPTION)
+    server.add_tool(_tool(ask, "ask"), description=ASK_DESCRIPTION)
+
+    @server.custom_route("/healthz", methods=["GET"])
+    async def healthz(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    return server
+
+
+def serve(
+    config: ConfigSource = None, *, http: bool = False, port: int = DEFAULT_PORT, host: str = HOST
+) -> None:
+    """Build the graph (loading what the first request would), then serve it until stopped."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport: keep it clean
+        graph = build_graph(config)
+        profile = graph_profile(graph)
+        if profile is not None:
+            profile.warm_up()  # the embedding model loads now, not in the first call's timeouts
+    server = build_server(graph)
+    if http:
+        server.run("streamable-http", host=host, port=port)
+    else:
+        server.run()

@@ -1,0 +1,244 @@
+"""The ``mcp`` backend on real processes: the SDK-built search server of ``tests/support``
+started over stdio (by the backend) and over streamable HTTP (on 127.0.0.1, stopped by PID),
+as one branch beside BM25 and Qdrant on the ingested example corpus."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from mcp_search_server import CRASH_WORD
+from studio_servers import REPO_ROOT, ServerProcess, free_port, server_env, server_workspace
+
+pytestmark = pytest.mark.integration
+
+SERVER_SCRIPT = REPO_ROOT / "tests" / "support" / "mcp_search_server.py"
+QUESTION = "When was Unix rewritten in C?"  # unix.md: tenant 'globex' on the MCP server
+SECRET = "Bearer mcp-header-secret-1234"
+
+
+def stdio_server(log: Path) -> dict:
+    return {
+        "transport": "stdio",
+        "command": sys.executable,
+        "args": [str(SERVER_SCRIPT)],
+        "env": {"MCP_SEARCH_LOG": str(log)},
+    }
+
+
+def mcp_entry(tool: str = "search", **settings) -> dict:
+    arguments = {"query": "${user_content}", "top_k": "${top_k}", "filters": "${filters}"}
+    return {
+        "name": "mcp",
+        "backend": "mcp",
+        "on_failure": "warn",
+        "backend_config": {
+            "server_name": "corpus",
+            "tool_name": tool,
+            "arguments": arguments if tool == "search" else {"query": "${user_content}"},
+            **settings,
+        },
+    }
+
+
+def calls(log: Path) -> list[dict]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def mcp_branch(result: dict) -> dict:
+    return next(b for b in result["branches"] if b["retriever"] == "mcp")
+
+
+def found_by_mcp(result: dict) -> list[dict]:
+    return [d for d in result["documents"] if any(s["retriever"] == "mcp" for s in d["sources"])]
+
+
+@pytest.fixture
+def build(example_index, tmp_path):
+    """A graph over a copy of the example index with bm25 + qdrant + the given mcp entry."""
+    from parallel_rag.graph.builder import build_graph
+
+    def make(entry: dict, server: dict):
+        path = server_workspace(
+            example_index,
+            tmp_path / "workspace",
+            {"retrievers": [entry], "mcp_servers": {"corpus": server}},
+            timeout_seconds=120,
+        )
+        return build_graph(path)
+
+    return make
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    """The search server over streamable HTTP on 127.0.0.1 (stopped by its PID)."""
+    port, log = free_port(), tmp_path / "http-calls.jsonl"
+    env = {**server_env(tmp_path / "unused.yaml"), "MCP_SEARCH_LOG": str(log)}
+    server = ServerProcess(
+        [sys.executable, str(SERVER_SCRIPT), "--http", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        log_path=tmp_path / "http-server.log",
+    )
+    try:
+        server.wait_for(f"http://127.0.0.1:{port}/healthz", timeout=60)
+        yield f"http://127.0.0.1:{port}/mcp", log
+    finally:
+        server.stop(grace=10)
+
+
+def test_stdio_branch_answers_with_documents_it_found(build, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    graph = build(mcp_entry(), stdio_server(log))
+    result = graph.invoke({"query": QUESTION})
+
+    branch = mcp_branch(result)
+    assert branch["status"] == "ok" and branch["hits"] > 0
+    assert branch["latency_ms"] > 0  # the branch record times the MCP round trip
+    mcp_docs = found_by_mcp(result)
+    assert any(d["id"] == "mcp:unix.md" for d in mcp_docs)
+    cited = {c["id"] for c in result["citations"]}
+    assert cited & {d["id"] for d in mcp_docs}, "the answer cites a document the mcp branch found"
+    assert "1973" in result["answer"]
+    assert {"bm25", "qdrant", "mcp"} <= {b["retriever"] for b in result["branches"]}
+    sent = calls(log)[-1]["arguments"]
+    assert sent["query"] == QUESTION and sent["filters"] == {} and isinstance(sent["top_k"], int)
+
+
+def test_http_branch_answers_and_sends_secret_headers(build, http_server):
+    url, log = http_server
+    server = {"transport": "streamable_http", "url": url, "headers": {"Authorization": SECRET}}
+    graph = build(mcp_entry(), server)
+    result = graph.invoke({"query": QUESTION, "top_k": 3})
+
+    assert mcp_branch(result)["status"] == "ok"
+    assert any(d["id"] == "mcp:unix.md" for d in found_by_mcp(result))
+    assert calls(log)[-1]["arguments"]["query"] == QUESTION
+
+
+def test_tenant_filter_reaches_the_tool(build, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    graph = build(mcp_entry(), stdio_server(log))
+    result = graph.invoke({"query": "Which bridge opened in 1937?", "tenant": "acme"})
+
+    assert calls(log)[-1]["arguments"]["filters"] == {"tenant": "acme"}
+    assert result["documents"], "the mcp branch serves the tenant"
+    for doc in result["documents"]:
+        assert doc["metadata"]["tenant"] == "acme"
+
+
+def test_template_without_filters_refuses_tenant_requests(build, tmp_path):
+    entry = mcp_entry()
+    entry["backend_config"]["arguments"] = {"query": "${user_content}"}
+    graph = build(entry, stdio_server(tmp_path / "calls.jsonl"))
+    result = graph.invoke({"query": QUESTION, "tenant": "acme"})
+
+    branch = mcp_branch(result)
+    assert branch["status"] == "failed" and "${filters}" in branch["error"]
+    assert not calls(tmp_path / "calls.jsonl"), "no unfiltered search was sent"
+
+
+def test_server_dying_mid_call_fails_the_branch_and_the_next_request_reconnects(build, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    graph = build(mcp_entry(), stdio_server(log))
+
+    died = graph.invoke({"query": f"unix {CRASH_WORD}"})
+    branch = mcp_branch(died)
+    assert branch["status"] == "failed" and "Connection closed" in branch["error"]
+    assert died["answer"], "the other branches still answer (on_failure: warn)"
+    assert any("mcp" in warning for warning in died["warnings"])
+
+    again = graph.invoke({"query": QUESTION})
+    assert mcp_branch(again)["status"] == "ok"
+    first, second = calls(log)[-2], calls(log)[-1]
+    assert first["pid"] != second["pid"], "a new server process serves the next request"
+
+
+@pytest.mark.parametrize(
+    ("tool", "settings", "message"),
+    [
+        ("fail", {}, "reported an error: Error executing tool fail: the index is offline"),
+        ("hang", {"timeout_seconds": 1}, "no answer within 1s"),
+        ("huge", {}, "exceeds max_response_bytes (4194304)"),
+        ("huge", {"max_response_bytes": 1000}, "exceeds max_response_bytes (1000)"),
+        ("malformed", {}, "structuredContent.results: expected a list, got str"),
+    ],
+)
+def test_tool_faults_fail_the_branch_under_warn(build, tmp_path, tool, settings, message):
+    graph = build(mcp_entry(tool, **settings), stdio_server(tmp_path / "calls.jsonl"))
+    result = graph.invoke({"query": QUESTION})
+
+    branch = mcp_branch(result)
+    assert branch["status"] == "failed"
+    assert message in branch["error"]
+    assert "1973" in result["answer"], "bm25 and qdrant still answer"
+
+
+def test_http_answer_over_the_cap_is_not_read(build, http_server):
+    url, _ = http_server
+    server = {"transport": "streamable_http", "url": url}
+    graph = build(mcp_entry("huge", max_response_bytes=1000), server)
+    branch = mcp_branch(graph.invoke({"query": QUESTION}))
+    assert branch["status"] == "failed"
+
+
+def test_text_content_blocks_become_documents_with_ids_from_their_text(tmp_path):
+    from parallel_rag.backends.mcp import MCPRetriever, MCPSettings, StdioServer, text_id
+
+    retriever = MCPRetriever(
+        settings=MCPSettings(
+            server_name="corpus",
+            tool_name="search_text",
+            arguments={"query": "${user_content}", "top_k": "${top_k}"},
+        ),
+        server=StdioServer(**stdio_server(tmp_path / "calls.jsonl")),
+    )
+    docs = retriever.invoke("Golden Gate Bridge", k=2)
+    assert len(docs) == 2
+    assert docs[0].id == text_id(docs[0].page_content)
+    assert docs[0].metadata["retrieval_score"] == 1.0 and docs[1].metadata["retrieval_score"] == 0.5
+    assert [d.id for d in retriever.invoke("Golden Gate Bridge", k=2)] == [d.id for d in docs]
+
+
+def test_unknown_server_is_refused_when_the_config_loads(tmp_path):
+    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.configuration import ConfigError
+
+    config = {
+        "retrievers": [{"backend": "bm25"}, {**mcp_entry(), "name": "mcp"}],
+        "mcp_servers": {"other": stdio_server(tmp_path / "calls.jsonl")},
+    }
+    with pytest.raises(ConfigError, match=r"retrievers\.1\.backend_config\.server_name"):
+        build_graph(config, base_dir=tmp_path)
+    assert not (tmp_path / "calls.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "field", "message"),
+    [
+        ({"tool_name": "no_such_tool"}, "tool_name", "has no tool 'no_such_tool'"),
+        ({"arguments": {"q": "${user_content}"}}, "arguments", "requires argument(s) ['query']"),
+    ],
+)
+def test_unknown_tool_or_uncovered_argument_is_refused_when_the_graph_is_built(
+    example_index, tmp_path, settings, field, message
+):
+    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.configuration import ConfigError
+
+    _, base_dir, _ = example_index
+    entry = mcp_entry()
+    entry["backend_config"].update(settings)
+    config = {
+        "retrievers": [{"backend": "bm25"}, entry],
+        "mcp_servers": {"corpus": stdio_server(tmp_path / "calls.jsonl")},
+    }
+    with pytest.raises(ConfigError) as caught:
+        build_graph(config, base_dir=base_dir)
+    assert f"retrievers.mcp.backend_config.{field}" in str(caught.value)
+    assert message in str(caught.value)
