@@ -245,7 +245,10 @@ def build_graph(
     builder.add_node(
         "fuse",
         make_fuse_node(
-            k=pipeline.fusion.k, weights=pipeline.fusion.weights, settings=fusion_settings
+            k=pipeline.fusion.k,
+            weights=pipeline.fusion.weights,
+            method=pipeline.fusion.method,
+            settings=fusion_settings,
         ),
         defer=True,
     )

@@ -29,7 +29,7 @@ from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
 from parallel_rag.backends.qdrant import QdrantSettings
 from parallel_rag.nodes.rewrite.rewriters import validate_prompt
 from parallel_rag.backends.vectorstore import VectorStoreSettings
-from parallel_rag.nodes.fuse import DEFAULT_RRF_K
+from parallel_rag.nodes.fuse import DEFAULT_FUSION_K, DEFAULT_FUSION_METHOD, FusionMethod
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -324,7 +324,17 @@ class RerankerConfig(_Strict):
 
 
 class FusionConfig(_Strict):
-    k: int = Field(default=DEFAULT_RRF_K, gt=0)
+    method: FusionMethod = Field(
+        default=DEFAULT_FUSION_METHOD,
+        description="rrf (ranks) or a weighted sum of per-branch normalised scores: "
+        "minmax, zscore, dbsf (mean +- 3 std)",
+    )
+    k: int = Field(
+        default=DEFAULT_FUSION_K,
+        gt=0,
+        description="RRF constant; for score methods, the rank offset of pseudo-scores "
+        "given to a branch without usable scores",
+    )
     weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
 

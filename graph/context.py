@@ -3,8 +3,9 @@
 ``.with_config``).
 
 A knob changes how one run uses the configured pipeline, never what it talks to: which of the
-configured retrievers run, how many candidates each asks for, the fusion ``k`` and weights,
-whether the configured reranker runs, and which kind of rewrite the configured chat model does.
+configured retrievers run, how many candidates each asks for, the fusion method, ``k`` and
+weights, whether the configured reranker runs, and which kind of rewrite the configured chat
+model does.
 Nothing that could name an endpoint, a key, a path or a model is a knob, so a request can never
 redirect the app.
 
@@ -23,6 +24,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
+from parallel_rag.nodes.fuse import FusionMethod
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RewriterKnob = Literal["multi_query", "decompose", "hyde", "none"]
@@ -66,6 +68,9 @@ class RAGContext(BaseModel):
     )
     fusion_weights: dict[RetrieverName, Annotated[float, Field(ge=0, le=1000)]] | None = Field(
         default=None, description="per-retriever fusion weight; unnamed retrievers keep theirs"
+    )
+    fusion_method: FusionMethod | None = Field(
+        default=None, description="fusion: rrf, or normalised scores (minmax, zscore, dbsf)"
     )
     rerank: bool | None = Field(
         default=None, description="false skips the configured reranker for this run"
@@ -192,11 +197,12 @@ class KnobScope:
 
 
 def fusion_settings(
-    state: Mapping[str, Any], k: int, weights: Mapping[str, float]
-) -> tuple[int, dict[str, float]]:
-    """The fusion ``k`` and weights for this run: the configured ones with the knobs applied."""
+    state: Mapping[str, Any], k: int, weights: Mapping[str, float], method: str
+) -> tuple[int, dict[str, float], str]:
+    """The fusion ``k``, weights and method for this run: the configured ones, knobs applied."""
     knobs = knobs_of(state)
-    return knobs.fusion_k or k, {**weights, **(knobs.fusion_weights or {})}
+    weights = {**weights, **(knobs.fusion_weights or {})}
+    return knobs.fusion_k or k, weights, knobs.fusion_method or method
 
 
 class SwitchableRewriter:

@@ -1,24 +1,49 @@
-"""Reciprocal rank fusion over every branch, and the node that applies it.
+"""Fusion over every branch, and the node that applies it.
 
-``score(d) = sum over branches containing d of w_branch / (k + rank)``, ranks 1-based. Branches
-arrive in no fixed order (parallel writes), so they are first put in (view, retriever) order;
-that order decides which copy of a duplicate is kept and which document "appeared first".
+Every method sums, over the branches that returned a document, ``w_retriever * c(hit)``:
+
+- ``rrf`` (reciprocal rank fusion): ``c = 1 / (k + rank)``, ranks 1-based;
+- ``minmax``: the branch's scores scaled to [0, 1] by its lowest and highest retrieved score;
+- ``zscore``: ``(score - lowest) / std``, the branch's z-scores shifted so its lowest retrieved
+  hit counts 0 (a document a branch did not return counts like its worst hit, not like an
+  average one);
+- ``dbsf`` (distribution-based score fusion, as Qdrant does it): scores scaled so that
+  ``mean - 3 std`` maps to 0 and ``mean + 3 std`` to 1 (sample std, no clipping).
+
+A document a branch did not return adds nothing from that branch. The normalised methods are a
+convex combination of per-branch scores (weights need not sum to 1: only their ratios change the
+order). A branch reranked before fusion is normalised on its rerank scores (the order it is in);
+its unscored tail counts 0. A branch whose scores are missing, not finite, or not descending with
+rank (a foreign retriever, a distance instead of a similarity) is normalised on reciprocal-rank
+pseudo-scores ``1 / (k + rank)`` instead, so it still takes part with its order. A branch whose
+scores do not spread (one hit, all equal) gives each hit 0.5, as Qdrant does.
+
+Branches arrive in no fixed order (parallel writes), so they are first put in (view, retriever)
+order; that order decides which copy of a duplicate is kept and which document "appeared first".
+Ties go to the better best-rank, then to the earlier first appearance.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, get_args
 
 from parallel_rag.nodes.records import (
+    BranchHit,
     BranchRecord,
     BranchResult,
     FusedDocument,
     SourceRecord,
 )
 
+FusionMethod = Literal["rrf", "minmax", "zscore", "dbsf"]
+FUSION_METHODS: tuple[str, ...] = get_args(FusionMethod)
 DEFAULT_RRF_K = 60
+DEFAULT_FUSION_METHOD: FusionMethod = "rrf"
+DEFAULT_FUSION_K = DEFAULT_RRF_K
+FLAT_SCORE = 0.5  # every hit of a branch whose scores do not spread
 
 
 def order_branches(branches: Iterable[BranchResult]) -> list[BranchResult]:
@@ -26,25 +51,81 @@ def order_branches(branches: Iterable[BranchResult]) -> list[BranchResult]:
     return sorted(branches, key=lambda b: (b["view_index"], b["retriever_index"]))
 
 
-def reciprocal_rank_fusion(
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def branch_scores(hits: Sequence[BranchHit], *, k: int = DEFAULT_RRF_K) -> list[float | None]:
+    """The raw score each hit (in rank order) is normalised from; ``None`` for an unscored tail.
+
+    Rerank scores when the branch was reranked, else retrieval scores; reciprocal-rank
+    pseudo-scores ``1 / (k + rank)`` when those are unusable (missing in the middle, not finite,
+    or not descending with rank)."""
+    key = "rerank_score" if any("rerank_score" in h for h in hits) else "score"
+    values = [h.get(key) for h in hits]
+    head = 0
+    while head < len(values) and _finite(values[head]):
+        head += 1
+    usable = (
+        head > 0
+        and all(v is None for v in values[head:])
+        and all(values[i] >= values[i + 1] for i in range(head - 1))
+    )
+    if not usable:
+        return [1.0 / (k + h["rank"]) for h in hits]
+    return [float(v) if v is not None else None for v in values]
+
+
+def normalise(scores: Sequence[float | None], method: str) -> list[float]:
+    """Per-branch normalisation of ``branch_scores`` (``None`` counts 0)."""
+    present = [s for s in scores if s is not None]
+    if method == "rrf":
+        raise ValueError("rrf reads ranks, not scores")
+    if len(present) < 2 or max(present) == min(present):
+        return [FLAT_SCORE if s is not None else 0.0 for s in scores]
+    if method == "minmax":
+        low, spread = min(present), max(present) - min(present)
+    else:
+        mean = sum(present) / len(present)
+        std = math.sqrt(sum((s - mean) ** 2 for s in present) / (len(present) - 1))
+        if method == "zscore":
+            low, spread = min(present), std
+        elif method == "dbsf":
+            low, spread = mean - 3 * std, 6 * std
+        else:
+            raise ValueError(f"unknown fusion method {method!r}; expected one of {FUSION_METHODS}")
+    return [(s - low) / spread if s is not None else 0.0 for s in scores]
+
+
+def _contributions(hits: list[BranchHit], method: str, k: int) -> list[float]:
+    if method == "rrf":
+        return [1.0 / (k + h["rank"]) for h in hits]
+    return normalise(branch_scores(hits, k=k), method)
+
+
+def fuse_branches(
     branches: Iterable[BranchResult],
     *,
+    method: str = DEFAULT_FUSION_METHOD,
     k: int = DEFAULT_RRF_K,
     weights: Mapping[str, float] | None = None,
     top_k: int | None = None,
 ) -> list[FusedDocument]:
-    """Fuse ranked branch lists into one list with every source kept.
+    """Fuse ranked branch lists into one list with every source kept, by ``method``.
 
-    Duplicates share an ``id``; the first copy seen is kept. Ties go to the better best-rank,
-    then to the earlier first appearance. ``weights`` are per retriever name (default 1).
-    """
+    Duplicates share an ``id``; the first copy seen is kept. ``weights`` are per retriever name
+    (default 1). ``k`` is RRF's constant, and the rank offset of pseudo-scores for branches
+    without usable scores in the normalised methods."""
+    if method not in FUSION_METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; expected one of {FUSION_METHODS}")
     if k <= 0:
         raise ValueError(f"fusion k must be > 0, got {k}")
     weights = weights or {}
     fused: dict[str, dict[str, Any]] = {}
     for branch in order_branches(branches):
         weight = float(weights.get(branch["retriever"], 1.0))
-        for hit in sorted(branch["hits"], key=lambda h: h["rank"]):
+        hits = sorted(branch["hits"], key=lambda h: h["rank"])
+        for hit, contribution in zip(hits, _contributions(hits, method, k), strict=True):
             entry = fused.get(hit["id"])
             if entry is None:
                 entry = fused[hit["id"]] = {
@@ -56,7 +137,7 @@ def reciprocal_rank_fusion(
                     "first_seen": len(fused),
                     "sources": [],
                 }
-            entry["score"] += weight / (k + hit["rank"])
+            entry["score"] += weight * contribution
             entry["best_rank"] = min(entry["best_rank"], hit["rank"])
             source: SourceRecord = {
                 "branch": branch["branch"],
@@ -84,6 +165,31 @@ def reciprocal_rank_fusion(
         )
         for position, e in enumerate(ranked, start=1)
     ]
+
+
+def reciprocal_rank_fusion(
+    branches: Iterable[BranchResult],
+    *,
+    k: int = DEFAULT_RRF_K,
+    weights: Mapping[str, float] | None = None,
+    top_k: int | None = None,
+) -> list[FusedDocument]:
+    """RRF: ``score(d) = sum over branches containing d of w_branch / (k + rank)``."""
+    return fuse_branches(branches, method="rrf", k=k, weights=weights, top_k=top_k)
+
+
+def score_fusion(
+    branches: Iterable[BranchResult],
+    *,
+    method: str = "dbsf",
+    k: int = DEFAULT_RRF_K,
+    weights: Mapping[str, float] | None = None,
+    top_k: int | None = None,
+) -> list[FusedDocument]:
+    """Weighted sum of per-branch normalised scores (``minmax``, ``zscore`` or ``dbsf``)."""
+    if method == "rrf":
+        raise ValueError("score_fusion: method must be a score normalisation, not rrf")
+    return fuse_branches(branches, method=method, k=k, weights=weights, top_k=top_k)
 
 
 def branch_records(branches: Iterable[BranchResult]) -> list[BranchRecord]:
@@ -115,19 +221,33 @@ def views_used(branches: Iterable[BranchResult]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-FusionSettings = Callable[[Mapping[str, Any], int, Mapping[str, float]], tuple[int, Mapping]]
+FusionSettings = Callable[
+    [Mapping[str, Any], int, Mapping[str, float], str], tuple[int, Mapping[str, float], str]
+]
 
 
-def make_fuse_node(*, k: int, weights: Mapping[str, float], settings: FusionSettings | None = None):
-    """The ``fuse`` node: RRF over the branch results, cut to the request's ``top_k``.
-    ``settings(state, k, weights)`` may adjust ``k`` and the weights per run (the knobs)."""
+def make_fuse_node(
+    *,
+    k: int,
+    weights: Mapping[str, float],
+    method: str = DEFAULT_FUSION_METHOD,
+    settings: FusionSettings | None = None,
+):
+    """The ``fuse`` node: ``method`` fusion over the branch results, cut to the request's
+    ``top_k``. ``settings(state, k, weights, method)`` may adjust all three per run (the
+    knobs)."""
+    if method not in FUSION_METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; expected one of {FUSION_METHODS}")
 
     def fuse(state: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
-        run_k, run_weights = settings(state, k, weights) if settings else (k, weights)
+        if settings:
+            run_k, run_weights, run_method = settings(state, k, weights, method)
+        else:
+            run_k, run_weights, run_method = k, weights, method
         results: list[BranchResult] = state.get("branch_results") or []
-        documents = reciprocal_rank_fusion(
-            results, k=run_k, weights=run_weights, top_k=state["top_k"]
+        documents = fuse_branches(
+            results, method=run_method, k=run_k, weights=run_weights, top_k=state["top_k"]
         )
         return {
             "documents": documents,

@@ -141,6 +141,7 @@ async def test_assistant_schemas_are_narrow_and_complete(client_and_assistant):
         "retriever_top_k",
         "fusion_k",
         "fusion_weights",
+        "fusion_method",
         "rerank",
         "rewriter",
     }

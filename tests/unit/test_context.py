@@ -59,6 +59,7 @@ def test_context_schema_lists_exactly_the_knobs_and_nothing_that_redirects(fakes
             "retriever_top_k",
             "fusion_k",
             "fusion_weights",
+            "fusion_method",
             "rerank",
             "rewriter",
         }

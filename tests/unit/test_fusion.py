@@ -1,4 +1,5 @@
-"""Reciprocal rank fusion (DESIGN §4 Fusion): arithmetic, weights, duplicates, ties, top_k."""
+"""Fusion: RRF and the normalised-score methods (minmax, zscore, dbsf): arithmetic, weights,
+duplicates, ties, top_k, branches without scores, and the config/per-run selection."""
 
 from __future__ import annotations
 
@@ -6,12 +7,24 @@ import random
 
 import pytest
 from parallel_rag.graph import build_graph
+from parallel_rag.graph.configuration import ConfigError, FusionConfig
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.fuse import (
+    DEFAULT_FUSION_K,
+    DEFAULT_FUSION_METHOD,
     DEFAULT_RRF_K,
+    FLAT_SCORE,
+    FUSION_METHODS,
     branch_records,
+    branch_scores,
+    fuse_branches,
+    normalise,
     reciprocal_rank_fusion,
+    score_fusion,
     views_used,
 )
+
+SCORE_METHODS = [m for m in FUSION_METHODS if m != "rrf"]
 
 
 @pytest.fixture
@@ -210,3 +223,198 @@ def test_config_fusion_k_and_weights_change_the_fused_score(fakes):
     (doc,) = tuned["documents"]
     assert doc["fused_score"] == pytest.approx(2.0 / 11 + 0.5 / 11)
     assert [(s["retriever"], s["score"]) for s in doc["sources"]] == [("a", 1.0), ("b", 2.0)]
+
+
+# ---------------------------------------------------------------- normalised-score methods
+
+
+def test_methods_and_shipped_defaults():
+    assert FUSION_METHODS == ("rrf", "minmax", "zscore", "dbsf")
+    assert DEFAULT_FUSION_METHOD in FUSION_METHODS
+    shipped = FusionConfig()
+    assert (shipped.method, shipped.k, shipped.weights) == (
+        DEFAULT_FUSION_METHOD,
+        DEFAULT_FUSION_K,
+        {},
+    )
+
+
+def test_minmax_arithmetic(br):
+    branches = [
+        br(0, "lex", 0, [("a", 1, 12.0), ("b", 2, 8.0), ("c", 3, 2.0)]),
+        br(0, "dense", 1, [("b", 1, 0.9), ("d", 2, 0.5), ("a", 3, 0.4)]),
+    ]
+    fused = by_id(score_fusion(branches, method="minmax", weights={"dense": 2.0}))
+    assert fused["a"]["fused_score"] == pytest.approx(1.0 + 2.0 * 0.0)
+    assert fused["b"]["fused_score"] == pytest.approx(0.6 + 2.0 * 1.0)
+    assert fused["c"]["fused_score"] == pytest.approx(0.0)
+    assert fused["d"]["fused_score"] == pytest.approx(2.0 * 0.2)
+    order = [d["id"] for d in score_fusion(branches, method="minmax", weights={"dense": 2.0})]
+    assert order == ["b", "a", "d", "c"]
+
+
+def test_zscore_is_shifted_so_the_worst_hit_counts_zero(br):
+    scores = [9.0, 6.0, 3.0]  # mean 6, sample std 3
+    (branch,) = [br(0, "lex", 0, [("a", 1, 9.0), ("b", 2, 6.0), ("c", 3, 3.0)])]
+    fused = by_id(score_fusion([branch], method="zscore"))
+    assert [fused[i]["fused_score"] for i in "abc"] == pytest.approx([2.0, 1.0, 0.0])
+    assert normalise(scores, "zscore") == pytest.approx([2.0, 1.0, 0.0])
+
+
+def test_dbsf_maps_mean_plus_minus_three_std_to_zero_and_one_like_qdrant(br):
+    scores = [9.0, 6.0, 3.0]  # mean 6, sample std 3: [-3, 15] -> [0, 1], no clipping
+    assert normalise(scores, "dbsf") == pytest.approx([12 / 18, 9 / 18, 6 / 18])
+    branches = [
+        br(0, "lex", 0, [("a", 1, 9.0), ("b", 2, 6.0), ("c", 3, 3.0)]),
+        br(0, "dense", 1, [("c", 1, 0.8), ("b", 2, 0.6)]),  # sample std 0.1414
+    ]
+    fused = by_id(score_fusion(branches, method="dbsf"))
+    std = 0.02**0.5  # sample std of 0.8, 0.6
+    low = 0.7 - 3 * std
+    assert fused["c"]["fused_score"] == pytest.approx(6 / 18 + (0.8 - low) / (6 * std))
+    assert fused["b"]["fused_score"] == pytest.approx(9 / 18 + (0.6 - low) / (6 * std))
+
+
+@pytest.mark.parametrize("method", SCORE_METHODS)
+def test_a_branch_whose_scores_do_not_spread_gives_each_hit_one_half(br, method):
+    assert normalise([3.0], method) == [FLAT_SCORE]
+    assert normalise([2.0, 2.0, None], method) == [FLAT_SCORE, FLAT_SCORE, 0.0]
+    (doc,) = score_fusion([br(0, "lex", 0, [("a", 1, 7.0)])], method=method)
+    assert doc["fused_score"] == FLAT_SCORE
+
+
+@pytest.mark.parametrize("method", SCORE_METHODS)
+def test_branch_without_scores_fuses_on_reciprocal_rank_pseudo_scores(br, method):
+    scoreless = br(0, "foreign", 0, [("a", 1), ("b", 2), ("c", 3)])
+    assert branch_scores(scoreless["hits"], k=10) == pytest.approx([1 / 11, 1 / 12, 1 / 13])
+    fused = score_fusion([scoreless], method=method, k=10)
+    assert [d["id"] for d in fused] == ["a", "b", "c"]
+    expected = normalise([1 / 11, 1 / 12, 1 / 13], method)
+    assert [d["fused_score"] for d in fused] == pytest.approx(expected)
+    assert [s["score"] for d in fused for s in d["sources"]] == [None, None, None]
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        [0.1, 0.5, 0.9],  # a distance: ascends with rank
+        [3.0, None, 1.0],  # a hole in the middle
+        [3.0, float("nan"), 1.0],
+        [float("inf"), 2.0, 1.0],
+    ],
+)
+def test_unusable_scores_fall_back_to_ranks(br, scores):
+    hits = [(doc, rank, score) for doc, rank, score in zip("abc", [1, 2, 3], scores, strict=True)]
+    branch = br(0, "x", 0, hits)
+    assert branch_scores(branch["hits"], k=60) == pytest.approx([1 / 61, 1 / 62, 1 / 63])
+    assert [d["id"] for d in score_fusion([branch], method="minmax")] == ["a", "b", "c"]
+
+
+def test_reranked_branch_is_normalised_on_rerank_scores_and_its_unscored_tail_counts_zero(br):
+    branch = br(0, "lex", 0, [("a", 1, 1.0), ("b", 2, 9.0), ("c", 3, 5.0)])
+    branch["hits"][0]["rerank_score"] = 0.9
+    branch["hits"][1]["rerank_score"] = 0.1  # c: beyond the rerank budget, unscored
+    assert branch_scores(branch["hits"]) == [0.9, 0.1, None]
+    fused = by_id(score_fusion([branch], method="minmax"))
+    assert [fused[i]["fused_score"] for i in "abc"] == pytest.approx([1.0, 0.0, 0.0])
+    assert [d["id"] for d in score_fusion([branch], method="minmax")] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("method", FUSION_METHODS)
+def test_duplicates_sources_and_arrival_order_are_the_same_for_every_method(br, method):
+    branches = [
+        br(0, "lex", 0, [("x", 2, 3.0), ("only-lex", 1, 5.0)]),
+        br(0, "dense", 1, [("x", 1, 0.8), ("y", 2, 0.2)]),
+        br(1, "lex", 0, [("x", 1, 4.0), ("z", 2, 1.0)], view_kind="rewrite"),
+        br(1, "dense", 1, [("x", 3, 0.1)], view_kind="rewrite"),
+    ]
+    expected = fuse_branches(branches, method=method)
+    rng = random.Random(99)
+    for _ in range(5):
+        shuffled = list(branches)
+        rng.shuffle(shuffled)
+        assert fuse_branches(shuffled, method=method) == expected
+    x = by_id(expected)["x"]
+    assert x["content"] == branches[0]["hits"][0]["content"]
+    assert [(s["view"], s["retriever"], s["rank"]) for s in x["sources"]] == [
+        ("view 0", "lex", 2),
+        ("view 0", "dense", 1),
+        ("view 1", "lex", 1),
+        ("view 1", "dense", 3),
+    ]
+    assert [d["fused_rank"] for d in expected] == list(range(1, len(expected) + 1))
+    assert expected[0]["id"] == "x"  # found by every branch
+
+
+@pytest.mark.parametrize("method", FUSION_METHODS)
+def test_ties_go_to_best_rank_then_first_appearance_for_every_method(br, method):
+    # two single-hit branches: each hit normalises to the same value (0.5, or 1/(k+1) in RRF)
+    in_order = [br(0, "lex", 0, [("lex-doc", 1, 3.0)]), br(0, "dense", 1, [("dense-doc", 1, 0.3)])]
+    arrived = list(reversed(in_order))
+    assert [d["id"] for d in fuse_branches(arrived, method=method)] == ["lex-doc", "dense-doc"]
+
+
+@pytest.mark.parametrize("method", FUSION_METHODS)
+def test_zero_weight_keeps_the_source_and_failed_branches_add_nothing(br, method):
+    failed = br(0, "dense", 1, [])
+    failed.update(status="failed", error="RuntimeError: down")
+    branches = [
+        br(0, "lex", 0, [("a", 1, 2.0), ("b", 2, 1.0)]),
+        failed,
+        br(0, "w0", 2, [("b", 1, 5.0)]),
+    ]
+    fused = fuse_branches(branches, method=method, weights={"w0": 0.0}, top_k=1)
+    assert [d["id"] for d in fused] == ["a"]
+    b = by_id(fuse_branches(branches, method=method, weights={"w0": 0.0}))["b"]
+    assert [s["retriever"] for s in b["sources"]] == ["lex", "w0"]
+
+
+@pytest.mark.parametrize("method", FUSION_METHODS)
+@pytest.mark.parametrize("k", [0, -5])
+def test_k_must_be_positive_for_every_method(br, method, k):
+    with pytest.raises(ValueError, match="k"):
+        fuse_branches([br(0, "lex", 0, [("a", 1, 1.0)])], method=method, k=k)
+
+
+def test_unknown_method_and_rrf_as_a_score_method_are_refused(br):
+    with pytest.raises(ValueError, match="unknown fusion method 'borda'"):
+        fuse_branches([br(0, "lex", 0, [("a", 1)])], method="borda")
+    with pytest.raises(ValueError, match="rrf"):
+        score_fusion([br(0, "lex", 0, [("a", 1)])], method="rrf")
+
+
+def test_rrf_through_fuse_branches_is_reciprocal_rank_fusion(br):
+    branches = [br(0, "lex", 0, [("a", 1, 3.0), ("b", 2, 1.0)]), br(0, "dense", 1, [("b", 1, 0.5)])]
+    assert fuse_branches(branches, method="rrf", k=7) == reciprocal_rank_fusion(branches, k=7)
+
+
+def test_config_method_is_validated_and_named_in_the_error():
+    base = {"retrievers": [{"name": "a", "backend": "bm25"}, {"name": "b", "backend": "bm25"}]}
+    assert parse_config({**base, "fusion": {"method": "dbsf"}}).fusion.method == "dbsf"
+    with pytest.raises(ConfigError, match="fusion.method"):
+        parse_config({**base, "fusion": {"method": "borda"}})
+
+
+def test_config_method_and_the_per_run_knob_select_the_fusion(fakes):
+    def retrievers():
+        return {
+            "a": fakes.ListRetriever(
+                docs=[fakes.doc("d", "Shared text.", 4.0), fakes.doc("e", "Other text.", 2.0)]
+            ),
+            "b": fakes.ListRetriever(docs=[fakes.doc("e", "Other text.", 0.9)]),
+        }
+
+    minmax = build_graph(
+        {"retrievers": [], "fusion": {"method": "minmax", "weights": {"b": 3.0}}},
+        retrievers=retrievers(),
+    )
+    result = minmax.invoke("shared text")
+    scores = {d["id"]: d["fused_score"] for d in result["documents"]}
+    assert scores == pytest.approx({"d": 1.0, "e": 0.0 + 3.0 * FLAT_SCORE})
+    rrf = minmax.invoke("shared text", context={"fusion_method": "rrf", "fusion_k": 1})
+    scores = {d["id"]: d["fused_score"] for d in rrf["documents"]}
+    assert scores == pytest.approx({"d": 1 / 2, "e": 1 / 3 + 3.0 / 2})
+    via_configurable = minmax.invoke(
+        "shared text", config={"configurable": {"fusion_method": "rrf", "fusion_k": 1}}
+    )
+    assert via_configurable["documents"] == rrf["documents"]

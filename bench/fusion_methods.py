@@ -1,0 +1,618 @@
+"""Fusion methods side by side: ``python -m bench.fusion_methods``.
+
+BM25 (bm25s, english analyzer, product defaults) and dense (packaged all-MiniLM-L6-v2 in
+embedded Qdrant), each asked for ``--depth`` candidates, fused by every method of
+``nodes/fuse.py``: RRF (k, dense weight) and the weighted sums of normalised scores (minmax,
+zscore, dbsf; dense weight, lexical weight 1).
+
+Tuning uses training data only: SciFact ``train`` (nDCG@10) and HotpotQA dev500's first 100
+questions (AllSupport@10). It runs offline on the two retrievers' branch results through
+``nodes.fuse.fuse_branches`` itself, so a grid point costs no retrieval. The defaults are the
+single setting with the best mean of the two training objectives; ``graph/configuration.py``
+ships them. Reported figures then come from the real graph (``build_graph``, per-run knobs for
+the non-default rows) on the held-out queries: SciFact ``test`` and HotpotQA questions 101-500,
+with each single retriever beside the fused lists and CPU time beside wall time.
+
+Prints a table and writes ``bench/FUSION-RESULTS.md`` (``--out``). Vectors come from the bench's
+embedding cache (``bench/out/cache``); indexes are built under ``bench/out/fusion``. Without the
+evaluation data the script stops with exit status 2 and measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+
+from bench.data import (  # noqa: E402
+    REPO_ROOT,
+    DataMissing,
+    doc_text,
+    load_hotpotqa,
+    load_scifact,
+)
+
+OUT_DIR = REPO_ROOT / "bench" / "out"
+CACHE_DIR = OUT_DIR / "cache"
+WORK_DIR = OUT_DIR / "fusion"
+RESULTS_MD = REPO_ROOT / "bench" / "FUSION-RESULTS.md"
+LEX, DENSE = "lexical", "dense"
+RRF_K_GRID = (5, 10, 20, 40, 60, 100)
+RRF_WEIGHT_GRID = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+SCORE_WEIGHT_GRID = (0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
+SCORE_METHODS = ("minmax", "zscore", "dbsf")
+HOTPOT_TUNE = 100
+BARS = {"scifact": 0.73, "hotpotqa": 0.90}
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+# -- branch results -------------------------------------------------------------------------
+
+
+def branch_results(
+    retrievers: dict[str, Any], queries: dict[str, str], depth: int
+) -> tuple[dict[str, list[dict]], dict[str, tuple[float, float]]]:
+    """Per query, one ``BranchResult`` per retriever (view 0), as the retrieve node builds it;
+    plus each retriever's (wall, CPU) seconds over all the queries."""
+    from parallel_rag.nodes.retrieve import documents_to_hits
+
+    out: dict[str, list[dict]] = {qid: [] for qid in queries}
+    seconds: dict[str, tuple[float, float]] = {}
+    for index, (name, retriever) in enumerate(retrievers.items()):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for qid, text in queries.items():
+            docs = retriever.invoke(text, k=depth)
+            hits = documents_to_hits(docs, limit=depth, filters=None, post_filter=False)
+            out[qid].append(
+                {
+                    "branch": f"q0:{name}",
+                    "view_index": 0,
+                    "view": text,
+                    "view_kind": "original",
+                    "retriever": name,
+                    "retriever_index": index,
+                    "status": "ok" if hits else "empty",
+                    "hits": hits,
+                    "latency_ms": 0.0,
+                    "error": None,
+                    "warning": None,
+                }
+            )
+        seconds[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+    return out, seconds
+
+
+def doc_ids(documents: Iterable[dict]) -> list[str]:
+    from parallel_rag.studio.evaluation import DOC_ID_KEY
+
+    return [str(d["metadata"][DOC_ID_KEY]) for d in documents]
+
+
+def fused_runs(
+    branches: dict[str, list[dict]], method: str, k: int, weights: dict[str, float], depth: int
+) -> dict[str, list[str]]:
+    from parallel_rag.nodes.fuse import fuse_branches
+
+    return {
+        qid: doc_ids(fuse_branches(bs, method=method, k=k, weights=weights, top_k=depth))
+        for qid, bs in branches.items()
+    }
+
+
+def single_runs(branches: dict[str, list[dict]], name: str) -> dict[str, list[str]]:
+    return {
+        qid: doc_ids(h for b in bs if b["retriever"] == name for h in b["hits"])
+        for qid, bs in branches.items()
+    }
+
+
+def without_scores(branches: dict[str, list[dict]], name: str) -> dict[str, list[dict]]:
+    """The same branches with ``name``'s scores removed (a retriever that reports none)."""
+    return {
+        qid: [
+            {**b, "hits": [{**h, "score": None} for h in b["hits"]]}
+            if b["retriever"] == name
+            else b
+            for b in bs
+        ]
+        for qid, bs in branches.items()
+    }
+
+
+# -- measures -------------------------------------------------------------------------------
+
+
+def scifact_measures(runs: dict[str, list[str]], qrels) -> dict[str, float]:
+    from parallel_rag.studio.evaluation import score_runs
+
+    return score_runs(runs, qrels, ["nDCG@10", "R@100"])
+
+
+def hotpot_measures(runs: dict[str, list[str]], questions: list[dict]) -> dict[str, float]:
+    n = max(len(questions), 1)
+    recall10 = recall100 = all10 = all20 = all100 = 0.0
+    for q in questions:
+        ranked = runs.get(q["_id"], [])
+        gold = set(q["supporting_doc_ids"])
+        recall10 += len(gold & set(ranked[:10])) / len(gold)
+        recall100 += len(gold & set(ranked[:100])) / len(gold)
+        all10 += gold <= set(ranked[:10])
+        all20 += gold <= set(ranked[:20])
+        all100 += gold <= set(ranked[:100])
+    return {
+        "R@10": recall10 / n,
+        "AllSupport@10": all10 / n,
+        "AllSupport@20": all20 / n,
+        "R@100": recall100 / n,
+    }
+
+
+# -- tuning -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    method: str
+    k: int
+    dense_weight: float
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {LEX: 1.0, DENSE: self.dense_weight}
+
+    @property
+    def knobs(self) -> dict[str, Any]:
+        return {"fusion_method": self.method, "fusion_k": self.k, "fusion_weights": self.weights}
+
+    def label(self) -> str:
+        k = f", k={self.k}" if self.method == "rrf" else ""
+        return f"{self.method}{k}, w_dense={self.dense_weight:g}"
+
+
+def grid() -> list[Setting]:
+    from parallel_rag.nodes.fuse import DEFAULT_RRF_K
+
+    settings = [Setting("rrf", k, w) for k in RRF_K_GRID for w in RRF_WEIGHT_GRID]
+    settings += [Setting(m, DEFAULT_RRF_K, w) for m in SCORE_METHODS for w in SCORE_WEIGHT_GRID]
+    return settings
+
+
+def tune(
+    objectives: dict[str, tuple[dict[str, list[dict]], Callable[[dict], float]]], depth: int
+) -> list[dict[str, Any]]:
+    """Every grid setting's training objective on every collection (``{name: (branches,
+    objective)}``), plus their mean."""
+    table = []
+    for setting in grid():
+        row: dict[str, Any] = {"setting": setting}
+        for name, (branches, objective) in objectives.items():
+            row[name] = objective(
+                fused_runs(branches, setting.method, setting.k, setting.weights, depth)
+            )
+        row["mean"] = sum(row[name] for name in objectives) / len(objectives)
+        table.append(row)
+    return table
+
+
+def best(table: list[dict], key: str, method: str | None = None) -> dict:
+    rows = [r for r in table if method is None or r["setting"].method == method]
+    # ties: prefer equal weights, then the smaller change from RRF's usual k
+    return max(
+        rows,
+        key=lambda r: (round(r[key], 6), -abs(r["setting"].dense_weight - 1), -r["setting"].k),
+    )
+
+
+# -- the graph on held-out queries -------------------------------------------------------------
+
+
+def graph_runs(
+    graph, queries: dict[str, str], depth: int, knobs: dict[str, Any] | None, batch: int = 8
+) -> tuple[dict[str, list[str]], float, float]:
+    """Fused document ids per query through ``graph.batch`` (``knobs`` as ``configurable``),
+    with the wall and CPU seconds spent."""
+    config = {"configurable": dict(knobs)} if knobs else None
+    qids = list(queries)
+    runs: dict[str, list[str]] = {}
+    wall, cpu = time.perf_counter(), time.process_time()
+    for start in range(0, len(qids), batch):
+        chunk = qids[start : start + batch]
+        results = graph.batch([{"query": queries[q], "top_k": depth} for q in chunk], config)
+        for qid, result in zip(chunk, results, strict=True):
+            runs[qid] = doc_ids(result["documents"])
+    return runs, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def no_fusion_settings(work: Path, collection: str, depth: int) -> dict[str, Any]:
+    """The bench pipeline with no ``fusion:`` block: what a user's configuration gets."""
+    from bench.quality import pipeline
+
+    config = pipeline(work, collection, depth=depth)
+    config.pop("fusion")
+    return config
+
+
+def report_rows(
+    name: str,
+    config: dict[str, Any],
+    work: Path,
+    queries: dict[str, str],
+    measure: Callable[[dict], dict[str, float]],
+    settings: list[tuple[str, Setting | None]],
+    depth: int,
+) -> list[dict[str, Any]]:
+    """Singles and fused rows on held-out queries, every figure through the real code paths."""
+    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.loading import parse_config
+    from parallel_rag.studio.evaluation import single_retrievers
+
+    parsed = parse_config(config)
+    rows = []
+    n = len(queries)
+    for retriever_name, retriever in single_retrievers(parsed, work).items():
+        wall, cpu = time.perf_counter(), time.process_time()
+        runs = {qid: doc_ids_of(retriever.invoke(t, k=depth)) for qid, t in queries.items()}
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        label = "BM25 alone" if retriever_name == LEX else "dense alone (MiniLM, Qdrant)"
+        rows.append(_row(label, "single", measure(runs), wall, cpu, n))
+        log(f"[{name}] {_fmt(rows[-1])}")
+    graph = build_graph(parsed, base_dir=work)
+    for label, setting in settings:
+        runs, wall, cpu = graph_runs(graph, queries, depth, setting.knobs if setting else None)
+        rows.append(_row(label, "fused", measure(runs), wall, cpu, n))
+        log(f"[{name}] {_fmt(rows[-1])}")
+    return rows
+
+
+def doc_ids_of(documents) -> list[str]:
+    from parallel_rag.studio.evaluation import ranked_doc_ids
+
+    return ranked_doc_ids(documents)
+
+
+def _row(label, kind, figures, wall, cpu, n) -> dict[str, Any]:
+    return {
+        "config": label,
+        "kind": kind,
+        **figures,
+        "wall_ms_per_query": 1000 * wall / max(n, 1),
+        "cpu_ms_per_query": 1000 * cpu / max(n, 1),
+    }
+
+
+def _fmt(row: dict[str, Any]) -> str:
+    figures = " ".join(f"{k}={v:.4f}" for k, v in row.items() if "@" in k)
+    return (
+        f"{row['config']}: {figures} wall={row['wall_ms_per_query']:.1f}ms "
+        f"cpu={row['cpu_ms_per_query']:.1f}ms per query"
+    )
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    marks = ["---"] + ["---:"] * (len(headers) - 1)
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def result_table(rows: list[dict[str, Any]], measures: list[str]) -> str:
+    body = [
+        [r["config"], *(f"{r[m]:.3f}" for m in measures)]
+        + [f"{r['wall_ms_per_query']:.1f}", f"{r['cpu_ms_per_query']:.1f}"]
+        for r in rows
+    ]
+    return _table(["configuration", *measures, "wall ms/query", "CPU ms/query"], body)
+
+
+def bar_lines(results: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, measure, other in (
+        ("scifact", "nDCG@10", "R@100"),
+        ("hotpotqa", "AllSupport@10", "R@100"),
+    ):
+        rows = results[name]["rows"]
+        default = next(
+            r for r in rows if r["kind"] == "fused" and r["config"].startswith("defaults")
+        )
+        singles = [r for r in rows if r["kind"] == "single"]
+        beats = all(default[m] >= s[m] for s in singles for m in (measure, other))
+        lines.append(
+            f"- {results[name]['title']} {measure} at the defaults: {default[measure]:.3f} "
+            f"(bar {BARS[name]:.2f}: {'met' if default[measure] >= BARS[name] else 'NOT met'}); "
+            f"fused >= every single retriever on {measure} and {other}: "
+            f"{'yes' if beats else 'NO'}"
+        )
+    return lines
+
+
+def render(results: dict[str, Any]) -> str:
+    tuned = results["tuning"]
+    out = [
+        "# Fusion methods",
+        "",
+        f"Written by `{results['command']}` on {results['when']} ({results['minutes']:.1f} min; "
+        f"load average at start {results['load']}). The machine is shared (2 cores): wall times "
+        "are noisy, CPU times are the steadier figure (both per query, including the query "
+        "encode, served from the embedding cache).",
+        "",
+        "BM25 (bm25s, english analyzer, k1=1.5, b=0.75) and dense (all-MiniLM-L6-v2 packaged, "
+        f"embedded Qdrant), each asked for {results['depth']} candidates; the fused list is cut "
+        f"to {results['depth']}. Methods: `rrf` (1/(k+rank)); `minmax`, `zscore`, `dbsf` "
+        "(weighted sum of per-branch normalised scores; dbsf maps mean - 3 std to 0 and mean + "
+        "3 std to 1, as Qdrant does). Weights: lexical 1, dense `w_dense`.",
+        "",
+        "## Bars",
+        "",
+        *bar_lines(results),
+        "",
+        "## Held-out figures",
+        "",
+        f"### {results['scifact']['title']}",
+        "",
+        result_table(results["scifact"]["rows"], ["nDCG@10", "R@100"]),
+        "",
+        f"### {results['hotpotqa']['title']}",
+        "",
+        result_table(
+            results["hotpotqa"]["rows"], ["R@10", "AllSupport@10", "AllSupport@20", "R@100"]
+        ),
+        "",
+        "## Tuning (training data only)",
+        "",
+        "Objectives: SciFact train nDCG@10 "
+        f"({results['train_queries']['scifact']} queries) and HotpotQA first "
+        f"{HOTPOT_TUNE} questions AllSupport@10. Grids: rrf k in {list(RRF_K_GRID)} x w_dense in "
+        f"{list(RRF_WEIGHT_GRID)}; minmax, zscore, dbsf w_dense in {list(SCORE_WEIGHT_GRID)}. "
+        "Defaults = the best mean of the two objectives (ties: equal weights first).",
+        "",
+        _table(
+            ["setting", "SciFact train nDCG@10", "HotpotQA first 100 AllSupport@10", "mean"],
+            [
+                [
+                    r["why"] + ": " + r["label"],
+                    f"{r['scifact']:.4f}",
+                    f"{r['hotpotqa']:.4f}",
+                    f"{r['mean']:.4f}",
+                ]
+                for r in tuned["rows"]
+            ],
+        ),
+        "",
+        "Single retrievers on the same training queries: "
+        + ", ".join(
+            f"{name} {', '.join(f'{k} {v:.4f}' for k, v in figures.items())}"
+            for name, figures in tuned["singles"].items()
+        )
+        + ".",
+        "",
+        "## A branch without scores",
+        "",
+        "A retriever that reports no scores (or scores that do not descend with rank) is "
+        "normalised on reciprocal-rank pseudo-scores 1/(k+rank). Measured on the training "
+        "data with the dense branch's scores removed, at the chosen default weights:",
+        "",
+        _table(
+            ["method", "SciFact train nDCG@10", "HotpotQA first 100 AllSupport@10"],
+            [
+                [r["label"], f"{r['scifact']:.4f}", f"{r['hotpotqa']:.4f}"]
+                for r in results["scoreless"]
+            ],
+        ),
+        "",
+    ]
+    for note in results.get("notes", []):
+        out.append(f"- {note}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=RESULTS_MD)
+    parser.add_argument("--json", type=Path, default=WORK_DIR / "results.json")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    try:
+        sci_test, sci_train = load_scifact("test"), load_scifact("train")
+        hotpot = load_hotpotqa()
+    except DataMissing as error:
+        print(error, file=sys.stderr)
+        return 2
+
+    from parallel_rag.graph.configuration import FusionConfig
+    from parallel_rag.graph.loading import parse_config
+    from parallel_rag.studio.evaluation import single_retrievers
+
+    from bench.embedding_cache import EmbeddingCache, installed, warm
+    from bench.quality import build_indexes
+
+    depth = args.depth
+    cache = EmbeddingCache(CACHE_DIR)
+    results: dict[str, Any] = {
+        "command": "python -m bench.fusion_methods" + "".join(f" {a}" for a in (argv or [])),
+        "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load": load,
+        "depth": depth,
+        "notes": [],
+    }
+    tune_set, report_set = hotpot.split(HOTPOT_TUNE)
+    with installed(cache):
+        queries = [*sci_test.queries.values(), *sci_train.queries.values()]
+        warm(cache, queries + [q["question"] for q in hotpot.questions], "queries", log)
+        warm(cache, [doc_text(d) for d in hotpot.corpus.values()], "hotpotqa corpus", log)
+        warm(cache, [doc_text(d) for d in sci_test.corpus.values()], "scifact corpus", log)
+
+        sci_work, hot_work = WORK_DIR / "scifact", WORK_DIR / "hotpotqa"
+        build_indexes(sci_test.corpus, sci_work, "scifact", depth)
+        build_indexes(hotpot.corpus, hot_work, "hotpotqa", depth)
+        sci_config = no_fusion_settings(sci_work, "scifact", depth)
+        hot_config = no_fusion_settings(hot_work, "hotpotqa", depth)
+
+        # training: branch results once, every grid setting offline through fuse_branches
+        sci_branches, _ = branch_results(
+            single_retrievers(parse_config(sci_config), sci_work), sci_train.queries, depth
+        )
+        tune_queries = {q["_id"]: q["question"] for q in tune_set}
+        hot_branches, _ = branch_results(
+            single_retrievers(parse_config(hot_config), hot_work), tune_queries, depth
+        )
+
+        def sci_objective(runs):
+            return scifact_measures(runs, sci_train.qrels)["nDCG@10"]
+
+        def hot_objective(runs):
+            return hotpot_measures(runs, tune_set)["AllSupport@10"]
+
+        objectives = {
+            "scifact": (sci_branches, sci_objective),
+            "hotpotqa": (hot_branches, hot_objective),
+        }
+        log(f"[tune] {len(grid())} settings x 2 collections")
+        table = tune(objectives, depth)
+        chosen = best(table, "mean")
+        picked = [("defaults (best mean)", chosen)]
+        for method in ("rrf", *SCORE_METHODS):
+            picked.append((f"best {method} (mean)", best(table, "mean", method)))
+        for name in ("scifact", "hotpotqa"):
+            picked.append((f"best on {name}", best(table, name)))
+        rrf60 = next(r for r in table if r["setting"] == Setting("rrf", 60, 1.0))
+        picked.append(("previous default", rrf60))
+        for why, row in picked:
+            log(
+                f"[tune] {why}: {row['setting'].label()} scifact={row['scifact']:.4f} "
+                f"hotpotqa={row['hotpotqa']:.4f} mean={row['mean']:.4f}"
+            )
+        singles = {
+            name: {
+                "SciFact train nDCG@10": sci_objective(single_runs(sci_branches, name)),
+                "HotpotQA first 100 AllSupport@10": hot_objective(single_runs(hot_branches, name)),
+            }
+            for name in (LEX, DENSE)
+        }
+        results["tuning"] = {
+            "rows": [
+                {
+                    "why": why,
+                    "label": r["setting"].label(),
+                    **{k: r[k] for k in ("scifact", "hotpotqa", "mean")},
+                }
+                for why, r in picked
+            ],
+            "singles": singles,
+            "grid": [
+                {
+                    "setting": r["setting"].__dict__,
+                    "scifact": r["scifact"],
+                    "hotpotqa": r["hotpotqa"],
+                }
+                for r in table
+            ],
+        }
+        results["train_queries"] = {"scifact": len(sci_train.queries), "hotpotqa": len(tune_set)}
+
+        default = chosen["setting"]
+        shipped = FusionConfig()
+        ships_winner = (
+            shipped.method == default.method
+            and (default.method != "rrf" or shipped.k == default.k)
+            and default.dense_weight == 1.0
+            and not shipped.weights
+        )
+        if not ships_winner:
+            results["notes"].append(
+                f"The shipped FusionConfig defaults (method={shipped.method}, k={shipped.k}, "
+                f"equal weights) differ from the training winner ({default.label()})."
+            )
+
+        # the scoreless-branch rule, on training data
+        results["scoreless"] = []
+        for method in SCORE_METHODS:
+            setting = Setting(method, 60, default.dense_weight if default.method != "rrf" else 1.0)
+            results["scoreless"].append(
+                {
+                    "label": f"{setting.label()}, dense without scores",
+                    "scifact": sci_objective(
+                        fused_runs(
+                            without_scores(sci_branches, DENSE), method, 60, setting.weights, depth
+                        )
+                    ),
+                    "hotpotqa": hot_objective(
+                        fused_runs(
+                            without_scores(hot_branches, DENSE), method, 60, setting.weights, depth
+                        )
+                    ),
+                }
+            )
+
+        # held-out: real graph, the defaults come from a config with no fusion: block
+        report_settings: list[tuple[str, Setting | None]] = [
+            (
+                f"defaults (no fusion: settings; {shipped.method}, k={shipped.k}, equal weights)",
+                None,
+            ),
+            ("previous default (rrf, k=60, equal weights)", Setting("rrf", 60, 1.0)),
+        ]
+        for method in ("rrf", *SCORE_METHODS):
+            setting = best(table, "mean", method)["setting"]
+            report_settings.append((f"{setting.label()} (best {method} on train)", setting))
+        sci_queries = sci_test.queries
+        hot_queries = {q["_id"]: q["question"] for q in report_set}
+        results["scifact"] = {
+            "title": f"SciFact test ({len(sci_queries)} queries, {len(sci_test.corpus):,} docs)",
+            "rows": report_rows(
+                "scifact",
+                sci_config,
+                sci_work,
+                sci_queries,
+                lambda runs: scifact_measures(runs, sci_test.qrels),
+                report_settings,
+                depth,
+            ),
+        }
+        results["hotpotqa"] = {
+            "title": (
+                f"HotpotQA dev500 questions {HOTPOT_TUNE + 1}-{len(hotpot.questions)} "
+                f"({len(hot_queries)} questions, {len(hotpot.corpus):,} paragraphs)"
+            ),
+            "rows": report_rows(
+                "hotpotqa",
+                hot_config,
+                hot_work,
+                hot_queries,
+                lambda runs: hotpot_measures(runs, report_set),
+                report_settings,
+                depth,
+            ),
+        }
+    results["minutes"] = (time.perf_counter() - started) / 60
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1, default=str))
+    text = render(results)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
