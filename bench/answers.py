@@ -1,0 +1,381 @@
+"""``python -m bench.answers``: how well the answers answer, on HotpotQA dev500.
+
+Every question of the chosen range (default 101-500; 1-100 are for tuning) is asked through
+``build_graph()`` on the embedded defaults (BM25 + Qdrant on the packaged MiniLM, fused) with
+``top_k`` 10. The fused documents of each question are then answered by:
+
+* the default extractive generator of the checkout (what the graph itself answered);
+* the extractive generator of an earlier revision (``--before REV``, read with ``git show``), on
+  the same documents, so before and after sit side by side;
+* the LLM generator on SmolLM2-135M (llama.cpp server, started here as the integration tests
+  start it) on the first ``--llm-questions`` questions only (seconds per answer on a small CPU).
+
+Measures (yes/no questions are excluded from recall: "yes" is no span of any paragraph):
+
+* answer recall: a gold answer string occurs in the answer (case-insensitive);
+* retrieval ceiling: a gold answer string occurs in some fused top-k document: the most an
+  extractive answer can reach;
+* citation support: the answer cites at least one gold supporting paragraph (over answers
+  that cite anything); citation precision: the share of cited paragraphs that are gold;
+* median answer length in words (citation markers not counted).
+
+Prints a table and writes ``bench/ANSWER-RESULTS.md`` (``--out`` elsewhere). Indexes, retrieved
+documents and vectors are cached under ``bench/out/`` (``--fresh`` retrieves again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+
+from bench.data import REPO_ROOT, DataMissing, HotpotQA, doc_text, load_hotpotqa  # noqa: E402
+from bench.embedding_cache import EmbeddingCache, installed  # noqa: E402
+
+OUT_DIR = REPO_ROOT / "bench" / "out"
+WORK = OUT_DIR / "answers"
+RESULTS_MD = REPO_ROOT / "bench" / "ANSWER-RESULTS.md"
+BEFORE_REV = "2dba63c"  # the last revision whose extractive generator kept its top-3 sentences
+GENERATORS_PATH = "nodes/generate/generators.py"
+YES_NO = ("yes", "no")
+_CITATION_MARK = re.compile(r"\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+# -- measures ------------------------------------------------------------------------------
+
+
+def gold_answers(question: dict) -> list[str]:
+    """The question's gold answer strings, lower-cased; empty for a yes/no question."""
+    return [a.lower() for a in question.get("answers", []) if a.lower() not in YES_NO and a]
+
+
+def answer_words(answer: str) -> int:
+    return len(_CITATION_MARK.sub("", answer).split())
+
+
+def score(rows: list[dict], questions: dict[str, dict], corpus: dict) -> dict[str, Any]:
+    """Answer recall, ceiling, citation support/precision and median length of one run.
+
+    ``rows``: ``{"id", "answer", "cited"}`` with ``cited`` the corpus ids of the cited
+    documents and ``"retrieved"`` the fused documents' corpus ids."""
+    recall = ceiling = answerable = supported = citing = cited_total = cited_gold = 0
+    lengths = []
+    for row in rows:
+        question = questions[row["id"]]
+        gold_docs = set(question["supporting_doc_ids"])
+        answers = gold_answers(question)
+        text = row["answer"].lower()
+        if answers:
+            answerable += 1
+            recall += any(a in text for a in answers)
+            texts = [doc_text(corpus[d]).lower() for d in row["retrieved"] if d in corpus]
+            ceiling += any(a in t for a in answers for t in texts)
+        if row["cited"]:
+            citing += 1
+            supported += bool(gold_docs & set(row["cited"]))
+            cited_total += len(row["cited"])
+            cited_gold += len(gold_docs & set(row["cited"]))
+        lengths.append(answer_words(row["answer"]))
+    return {
+        "questions": len(rows),
+        "answerable": answerable,
+        "recall": recall / max(answerable, 1),
+        "ceiling": ceiling / max(answerable, 1),
+        "of_ceiling": recall / max(ceiling, 1),
+        "citation_support": supported / max(citing, 1),
+        "citation_precision": cited_gold / max(cited_total, 1),
+        "median_words": statistics.median(lengths) if lengths else 0,
+        "mean_words": statistics.fmean(lengths) if lengths else 0,
+    }
+
+
+# -- retrieval -------------------------------------------------------------------------------
+
+
+def default_config():
+    from parallel_rag.graph.loading import default_config_dict, parse_config
+
+    return parse_config(default_config_dict(), source="embedded defaults")
+
+
+def _fingerprint(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def ensure_index(data: HotpotQA, config, work: Path) -> None:
+    """The pooled paragraphs indexed with the default config under ``work`` (kept while the
+    corpus and the config are unchanged)."""
+    from parallel_rag.studio.evaluation import index_corpus
+
+    marker = work / "index.json"
+    wanted = {"docs": len(data.corpus), "config": _fingerprint(config.model_dump(mode="json"))}
+    if marker.is_file() and json.loads(marker.read_text()) == wanted:
+        return
+    log(f"[index] {len(data.corpus)} paragraphs into {work}")
+    work.mkdir(parents=True, exist_ok=True)
+    for child in (work / ".parallel-rag",):
+        if child.exists():
+            import shutil
+
+            shutil.rmtree(child)
+    index_corpus(data.corpus, config, work)
+    marker.write_text(json.dumps(wanted))
+
+
+def retrieve(graph, config, questions: list[dict], top_k: int, fresh: bool) -> list[dict]:
+    """Ask every question through the graph; per question the fused documents. Cached by
+    config, top_k and question ids under ``bench/out`` (the generator does not change them)."""
+    key = _fingerprint([config.model_dump(mode="json"), top_k, [q["_id"] for q in questions]])
+    cache_file = WORK / f"asked-{key}.json"
+    if cache_file.is_file() and not fresh:
+        return json.loads(cache_file.read_text())
+    from parallel_rag.studio.evaluation import DOC_ID_KEY
+
+    rows = []
+    started = time.perf_counter()
+    for i, question in enumerate(questions, start=1):
+        result = graph.invoke({"query": question["question"], "top_k": top_k})
+        docs = [
+            {"id": d["id"], "content": d["content"], "metadata": d["metadata"]}
+            for d in result["documents"]
+        ]
+        retrieved = [str(d["metadata"][DOC_ID_KEY]) for d in docs]
+        rows.append({"id": question["_id"], "documents": docs, "retrieved": retrieved})
+        if i % 50 == 0:
+            log(f"[ask] {i}/{len(questions)} ({time.perf_counter() - started:.0f}s)")
+    cache_file.write_text(json.dumps(rows))
+    return rows
+
+
+# -- generators ----------------------------------------------------------------------------
+
+
+def generator_at(revision: str):
+    """``ExtractiveGenerator`` as ``nodes/generate/generators.py`` defined it at ``revision``."""
+    source = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "show", f"{revision}:{GENERATORS_PATH}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    name = f"bench_generators_{re.sub(r'[^A-Za-z0-9]', '_', revision)}"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    exec(compile(source, f"{revision}:{GENERATORS_PATH}", "exec"), module.__dict__)  # noqa: S102
+    return module.ExtractiveGenerator
+
+
+def answer_rows(generate, asked: list[dict], label: str) -> list[dict]:
+    """``generate(query, documents)`` on each question's fused documents."""
+    from parallel_rag.studio.evaluation import DOC_ID_KEY
+
+    rows = []
+    started = time.perf_counter()
+    for i, row in enumerate(asked, start=1):
+        generated = generate(row["query"], row["documents"])
+        ids = [str(d["metadata"][DOC_ID_KEY]) for d in row["documents"]]
+        rows.append(
+            {
+                "id": row["id"],
+                "retrieved": row["retrieved"],
+                "answer": generated.answer,
+                "cited": [ids[n - 1] for n in generated.cited_numbers],
+            }
+        )
+        if i % 10 == 0 and time.perf_counter() - started > 60:
+            log(f"[{label}] {i}/{len(asked)} ({time.perf_counter() - started:.0f}s)")
+    return rows
+
+
+def llm_rows(asked: list[dict], log_path: Path) -> tuple[list[dict], float, str]:
+    """The LLM generator (SmolLM2, temperature 0) on the given questions."""
+    from parallel_rag.graph.components import make_generator
+    from parallel_rag.graph.configuration import GeneratorConfig
+
+    from bench.rewriting import llama_server, offline_llm_available
+
+    why_not = offline_llm_available()
+    if why_not:
+        raise RuntimeError(why_not)
+    with llama_server(log_path) as base_url:
+        settings = {
+            "model": "smollm2",
+            "base_url": base_url,
+            "temperature": 0,
+            "max_tokens": 200,
+            "timeout_seconds": 300,
+        }
+        generator = make_generator(GeneratorConfig(kind="llm", llm=settings), None)
+        started = time.perf_counter()
+        rows = answer_rows(generator.generate, asked, "llm")
+        seconds = (time.perf_counter() - started) / max(len(asked), 1)
+    return rows, seconds, "SmolLM2-135M-Instruct (llama.cpp server, temperature 0)"
+
+
+# -- report --------------------------------------------------------------------------------
+
+COLUMNS = (
+    ("answer recall", "recall"),
+    ("retrieval ceiling", "ceiling"),
+    ("recall / ceiling", "of_ceiling"),
+    ("citation support", "citation_support"),
+    ("citation precision", "citation_precision"),
+    ("median words", "median_words"),
+    ("mean words", "mean_words"),
+)
+
+
+def table(results: list[tuple[str, dict]]) -> str:
+    header = "| generator | questions (non yes/no) | " + " | ".join(c for c, _ in COLUMNS) + " |"
+    lines = [header, "| --- | ---: |" + " ---: |" * len(COLUMNS)]
+    for name, metrics in results:
+        cells = []
+        for _, key in COLUMNS:
+            value = metrics[key]
+            cells.append(f"{value:.1f}" if key.endswith("words") else f"{value:.3f}")
+        counts = f"{metrics['questions']} ({metrics['answerable']})"
+        lines.append(f"| {name} | {counts} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    return int(first), int(last or first)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--questions", default="101-500", help="1-based range (default 101-500)")
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--before", default=BEFORE_REV, help="git revision to compare with")
+    parser.add_argument("--no-before", action="store_true")
+    parser.add_argument("--llm-questions", type=int, default=20, help="0: no LLM rows")
+    parser.add_argument("--fresh", action="store_true", help="ask the graph again")
+    parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
+    args = parser.parse_args(argv)
+
+    try:
+        data = load_hotpotqa()
+    except DataMissing as error:
+        print(error, file=sys.stderr)
+        return 2
+    first, last = parse_range(args.questions)
+    questions = data.questions[first - 1 : last]
+    by_id = {q["_id"]: q for q in questions}
+    WORK.mkdir(parents=True, exist_ok=True)
+    cache = EmbeddingCache(OUT_DIR / "cache")
+    config = default_config()
+    work = WORK / "hotpotqa"
+    results: list[tuple[str, dict]] = []
+    notes: list[str] = []
+    with installed(cache) as embeddings:
+        from parallel_rag.graph.builder import build_graph
+
+        ensure_index(data, config, work)
+        graph = build_graph(config, base_dir=work)
+        log(f"[ask] questions {first}-{last} through build_graph() (top_k {args.top_k})")
+        asked = retrieve(graph, config, questions, args.top_k, args.fresh)
+        for row in asked:
+            row["query"] = by_id[row["id"]]["question"]
+        if not args.no_before:
+            old = generator_at(args.before)(embeddings=lambda: embeddings)
+            before = answer_rows(old.generate, asked, "before")
+            results.append(
+                (f"extractive, before ({args.before})", score(before, by_id, data.corpus))
+            )
+        from parallel_rag.graph.components import make_generator
+
+        # the generator the graph's generate node runs, on the documents it was given
+        default = make_generator(config.generator, None, config.embeddings)
+        after = answer_rows(default.generate, asked, "default")
+        results.append((f"extractive, default ({git_head()})", score(after, by_id, data.corpus)))
+        if args.llm_questions:
+            subset = asked[: args.llm_questions]
+            try:
+                llm, seconds, label = llm_rows(subset, WORK / "llama-server.log")
+            except Exception as error:  # noqa: BLE001 - the table says why the row is missing
+                notes.append(f"LLM generator not measured: {error}")
+                log(notes[-1])
+            else:
+                n = len(subset)
+                same = score(after[:n], by_id, data.corpus)
+                results.append((f"extractive, default, same {n} questions", same))
+                results.append((f"LLM: {label}, first {n}", score(llm, by_id, data.corpus)))
+                notes.append(f"LLM generator: {seconds:.1f} s per answer on this machine.")
+        cache.flush()
+    text = table(results)
+    print(text)
+    for note in notes:
+        print(note)
+    out = args.out or (RESULTS_MD if (first, last) == (101, 500) else None)
+    if out is not None:
+        write_markdown(out, text, notes, first, last, args.top_k, len(data.corpus))
+        log(f"wrote {out}")
+    return 0
+
+
+def git_head() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", GENERATORS_PATH],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "working tree"
+    return head + ("+edits" if dirty else "")
+
+
+def write_markdown(
+    path: Path, text: str, notes: list[str], first: int, last: int, top_k: int, docs: int
+) -> None:
+    body = [
+        "# Answer quality: HotpotQA dev500",
+        "",
+        f"Questions {first}–{last} (questions 1–100 are for tuning), {docs} pooled paragraphs, "
+        f"asked through `build_graph()` on the embedded defaults with `top_k` {top_k}; every "
+        "generator answers from the same fused documents. Written by `python -m bench.answers`.",
+        "",
+        "- **answer recall**: a gold answer string occurs in the answer (case-insensitive); "
+        "yes/no questions excluded.",
+        "- **retrieval ceiling**: a gold answer string occurs in some fused top-k paragraph "
+        "(the most an extractive answer can reach).",
+        "- **citation support**: the answer cites a gold supporting paragraph (answers that cite "
+        "something); **citation precision**: cited paragraphs that are gold.",
+        "- **words**: answer length, citation markers not counted.",
+        "",
+        text,
+        "",
+    ]
+    body += [f"{note}" for note in notes]
+    path.write_text("\n".join(body).rstrip() + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
