@@ -10,9 +10,9 @@ The strategy comes in two legs, ``HybridRetriever.run_primary`` and ``run_fallba
 graph can run the second leg in a node of its own (``retrieve -> fallback``): Studio draws the
 path and the branch record says which backend served and why the fallback ran.
 ``HybridRetriever.search`` runs both legs back to back, for use outside the graph (any LCEL
-chain). Every lookup (a plain branch, either leg) goes through ``start_lookup``: per-call
-``k``/``filters`` under a timeout, failures kept as redacted one-line text. A hybrid is dense
-when its primary is.
+chain). Every lookup (a plain branch, either leg) goes through ``start_lookup``: a
+``LookupCall`` (per-call ``k``/``filters``) under a timeout, failures kept as redacted one-line
+text. A hybrid is dense when its primary is.
 """
 
 from __future__ import annotations
@@ -61,19 +61,27 @@ def fallback_reason(error: str | None) -> str:
     return f"primary failed: {error}" if error else "primary returned no results"
 
 
-def search_documents(
-    retriever: BaseRetriever,
-    query: str,
-    *,
-    k: int | None = None,
-    filters: MetadataFilter | None = None,
-    config: RunnableConfig | None = None,
-) -> list[Document]:
+@dataclass(frozen=True)
+class LookupCall(Generic[T]):
+    """One lookup's arguments: the query, per-call ``k``/``filters``, the caller's ``config``
+    (callbacks, tracing) and ``convert``, which shapes the documents inside the call, so
+    malformed documents count as the backend's failure and "empty" means nothing usable."""
+
+    query: str
+    k: int | None = None
+    filters: MetadataFilter | None = None
+    config: RunnableConfig | None = None
+    convert: Callable[[list[Document]], T] = list
+
+
+def search_documents(retriever: BaseRetriever, call: LookupCall) -> list[Document]:
     """One lookup with per-call ``k``/``filters``: our backends take them; a foreign retriever
     gets the bare query and its documents are filtered here (the caller cuts to ``k``)."""
     if supports_search_kwargs(retriever):
-        return retriever.invoke(query, config, k=k, filters=dict(filters or {}) or None)
-    return [d for d in retriever.invoke(query, config) if matches_filter(d.metadata, filters)]
+        filters = dict(call.filters or {}) or None
+        return retriever.invoke(call.query, call.config, k=call.k, filters=filters)
+    documents = retriever.invoke(call.query, call.config)
+    return [d for d in documents if matches_filter(d.metadata, call.filters)]
 
 
 def failure_text(error: BaseException, timeout_seconds: float) -> str:
@@ -126,33 +134,25 @@ class PendingLookup(Generic[T]):
         self.future.cancel()
 
 
-def _timed_call(convert: Callable[[list[Document]], T], retriever, query, kwargs) -> tuple:
+def _timed_call(retriever: BaseRetriever, call: LookupCall) -> tuple[Any, float]:
     started = time.perf_counter()
-    result = convert(search_documents(retriever, query, **kwargs))
+    result = call.convert(search_documents(retriever, call))
     return result, (time.perf_counter() - started) * 1000
 
 
 def start_lookup(
-    retriever: BaseRetriever,
-    query: str,
-    *,
-    timeout_seconds: float,
-    k: int | None = None,
-    filters: MetadataFilter | None = None,
-    config: RunnableConfig | None = None,
-    convert: Callable[[list[Document]], T] = list,
+    retriever: BaseRetriever, call: LookupCall[T], timeout_seconds: float
 ) -> PendingLookup[T]:
-    """Start ``search_documents`` in the pool. ``convert`` shapes the documents inside the call,
-    so malformed documents count as the backend's failure, and "empty" means nothing usable."""
-    kwargs = {"k": k, "filters": filters, "config": config}
-    context = contextvars.copy_context()  # the caller's tracing and run context go along
-    future = LOOKUP_POOL.submit(context.run, _timed_call, convert, retriever, query, kwargs)
+    """Start ``search_documents`` in the pool, in a copy of the caller's context (its tracing
+    and run context go along)."""
+    context = contextvars.copy_context()
+    future = LOOKUP_POOL.submit(context.run, _timed_call, retriever, call)
     return PendingLookup(future, timeout_seconds)
 
 
-def lookup(retriever: BaseRetriever, query: str, **kwargs: Any) -> Lookup:
+def lookup(retriever: BaseRetriever, call: LookupCall[T], timeout_seconds: float) -> Lookup[T]:
     """``start_lookup`` and wait for it: one lookup under its timeout (never raises)."""
-    return start_lookup(retriever, query, **kwargs).wait()
+    return start_lookup(retriever, call, timeout_seconds).wait()
 
 
 @dataclass
@@ -183,25 +183,14 @@ class HybridRetriever(SearchKwargsRetriever):
     def retrieval_kind(self) -> RetrievalKind:
         return retrieval_kind_of(self.primary)
 
-    def run_primary(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        filters: MetadataFilter | None = None,
-        config: RunnableConfig | None = None,
-        convert: Callable[[list[Document]], T] = list,
-    ) -> tuple[Lookup[T], Lookup[T] | None]:
+    def run_primary(self, call: LookupCall[T]) -> tuple[Lookup[T], Lookup[T] | None]:
         """The first leg: the primary under its timeout. Under ``parallel`` the fallback starts
         beside it; its outcome is returned second when the primary failed or found nothing
         (the fallback's own timeout counts from its start), else it is cancelled."""
-        args = {"k": k, "filters": filters, "config": config, "convert": convert}
         early = None
         if self.fallback is not None and self.strategy == "parallel":
-            early = start_lookup(
-                self.fallback, query, timeout_seconds=self.fallback_timeout_seconds, **args
-            )
-        primary = lookup(self.primary, query, timeout_seconds=self.primary_timeout_seconds, **args)
+            early = start_lookup(self.fallback, call, self.fallback_timeout_seconds)
+        primary = lookup(self.primary, call, self.primary_timeout_seconds)
         if early is None:
             return primary, None
         if primary.usable:
@@ -209,27 +198,11 @@ class HybridRetriever(SearchKwargsRetriever):
             return primary, None
         return primary, early.wait()
 
-    def run_fallback(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        filters: MetadataFilter | None = None,
-        config: RunnableConfig | None = None,
-        convert: Callable[[list[Document]], T] = list,
-    ) -> Lookup[T]:
+    def run_fallback(self, call: LookupCall[T]) -> Lookup[T]:
         """The second leg run now (``sequential``): the fallback under its timeout."""
         if self.fallback is None:
             raise ValueError("this hybrid has no fallback")
-        return lookup(
-            self.fallback,
-            query,
-            timeout_seconds=self.fallback_timeout_seconds,
-            k=k,
-            filters=filters,
-            config=config,
-            convert=convert,
-        )
+        return lookup(self.fallback, call, self.fallback_timeout_seconds)
 
     def search(
         self,
@@ -240,14 +213,14 @@ class HybridRetriever(SearchKwargsRetriever):
         config: RunnableConfig | None = None,
     ) -> HybridOutcome:
         """Run the strategy; say who served and why the fallback ran."""
-        args = {"k": k, "filters": filters, "config": config}
-        primary, early = self.run_primary(query, **args)
+        call = LookupCall(query, k, filters, config)
+        primary, early = self.run_primary(call)
         if primary.usable:
             return HybridOutcome(_cut(primary.result, k), self.primary_name, False, None)
         if self.fallback is None:
             return HybridOutcome([], self.primary_name, False, None, primary.error_text)
         reason = fallback_reason(primary.error_text)
-        second = early if early is not None else self.run_fallback(query, **args)
+        second = early if early is not None else self.run_fallback(call)
         combined = None
         if second.error is not None:
             combined = f"{reason}; fallback '{self.fallback_name}' failed: {second.error_text}"

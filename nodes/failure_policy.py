@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+from parallel_rag.backends.secrets import describe_error
+
 FailurePolicy = Literal["skip", "warn", "block"]
 
 logger = logging.getLogger(__name__)
@@ -33,17 +35,23 @@ class BlockedError(RAGError):
 def apply_failure_policy(
     policy: FailurePolicy,
     component: str,
-    reason: str,
+    failure: BaseException | str,
     *,
     warning: str,
     cause: BaseException | None = None,
 ) -> str | None:
-    """Apply ``policy`` to a failure of ``component`` (``reason``: redacted one-line text).
+    """Apply ``policy`` to a failure of ``component``.
 
-    ``block`` raises ``BlockedError(component, reason)`` (chained to ``cause``); ``warn`` returns
-    ``warning``, the text the result's warnings carry; ``skip`` returns None. The failure is
-    logged under every policy."""
+    ``failure`` is the exception (described by ``describe_error``: one bounded, redacted line)
+    or a ready failure text, ``cause`` the exception behind such a text. ``block`` raises
+    ``BlockedError(component, reason)``; ``warn`` returns the result's warning,
+    ``"{warning}: {reason}"`` (``warning`` says what the request gets instead); ``skip`` returns
+    None. The failure is logged under every policy."""
+    if isinstance(failure, BaseException):
+        reason, cause = describe_error(failure), cause or failure
+    else:
+        reason = failure
     logger.warning("%s failed (on_failure=%s): %s", component, policy, reason)
     if policy == "block":
         raise BlockedError(component, reason) from cause
-    return warning if policy == "warn" else None
+    return f"{warning}: {reason}" if policy == "warn" else None

@@ -34,8 +34,7 @@ class FallbackNode:
             done = payload["prefetched"]
             hits, message, latency_ms = done["hits"], done["error"], done["latency_ms"]
         else:
-            args = {**self.retrieve.lookup_args(task), "config": config}
-            outcome = hybrid.run_fallback(task["view"]["text"], **args)
+            outcome = hybrid.run_fallback(self.retrieve.lookup_call(task, config))
             hits, message = outcome.result or [], outcome.error_text
             latency_ms = (time.perf_counter() - started) * 1000
         if message is not None:

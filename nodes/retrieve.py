@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NotRequired, TypedDict
@@ -28,7 +28,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.types import Command, Send
 from parallel_rag.backends.base import SCORE_KEY, RetrievalKind, matches_filter
-from parallel_rag.backends.hybrid import HybridRetriever, Lookup, fallback_reason, lookup
+from parallel_rag.backends.hybrid import (
+    HybridRetriever,
+    Lookup,
+    LookupCall,
+    fallback_reason,
+    lookup,
+)
 from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
 from parallel_rag.nodes.records import BranchHit, BranchResult, QueryView, branch_key
 
@@ -151,30 +157,30 @@ def report_progress(result: BranchResult) -> None:
 
 class RetrieveNode:
     """Runs one branch (``invoke``, the graph's node); the ``fallback`` node finishes hybrid
-    branches with the same ``lookup_args``, ``branch_result`` and ``emit``."""
+    branches with the same ``lookup_call``, ``branch_result`` and ``emit``."""
 
     def __init__(self, branches: Mapping[str, RetrievalBranch], *, rerank: bool):
         self.branches = dict(branches)
         self.rerank = rerank
 
-    def lookup_args(self, task: RetrieveTask) -> dict[str, Any]:
-        """Per-call ``k``/``filters`` of the task's branch, and the conversion to hits."""
+    def lookup_call(
+        self, task: RetrieveTask, config: RunnableConfig
+    ) -> LookupCall[list[BranchHit]]:
+        """The task's lookup: its view, the branch's candidate count and the request's filters,
+        the documents converted to ranked hits."""
         branch = self.branches[task["retriever"]]
         limit = task.get("limit") or branch.top_k or 2 * task["top_k"]
-        to_hits: Callable[[list[Document]], list[BranchHit]] = partial(
-            documents_to_hits, limit=limit
-        )
-        return {"k": limit, "filters": task["filters"] or None, "convert": to_hits}
+        to_hits = partial(documents_to_hits, limit=limit)
+        return LookupCall(task["view"]["text"], limit, task["filters"] or None, config, to_hits)
 
     def invoke(self, task: RetrieveTask, config: RunnableConfig) -> dict[str, Any] | Command:
         branch = self.branches[task["retriever"]]
         started = time.perf_counter()
-        text, args = task["view"]["text"], {**self.lookup_args(task), "config": config}
-        hybrid = branch.hybrid
+        call, hybrid = self.lookup_call(task, config), branch.hybrid
         if hybrid is None:
-            outcome = lookup(branch.retriever, text, timeout_seconds=branch.timeout_seconds, **args)
+            outcome = lookup(branch.retriever, call, branch.timeout_seconds)
         else:
-            outcome, prefetched = hybrid.run_primary(text, **args)
+            outcome, prefetched = hybrid.run_primary(call)
             if branch.falls_back and not outcome.usable:
                 return self._to_fallback(task, started, outcome, prefetched)
         result = self.branch_result(
@@ -210,10 +216,7 @@ class RetrieveNode:
                 branch.on_failure,
                 f"retriever '{branch.name}'",
                 message,
-                warning=(
-                    f"retriever '{branch.name}' failed on {view['kind']} view {view['index']}: "
-                    f"{message}"
-                ),
+                warning=f"retriever '{branch.name}' failed on {view['kind']} view {view['index']}",
                 cause=error,
             )
         result = BranchResult(

@@ -15,7 +15,6 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
-from parallel_rag.backends.secrets import describe_error
 from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
 from parallel_rag.nodes.generate.generators import GeneratedAnswer
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
@@ -39,13 +38,11 @@ class GenerateNode:
             except GraphBubbleUp:
                 raise  # interrupts and other control flow belong to LangGraph
             except Exception as error:
-                message = describe_error(error)
                 warning = apply_failure_policy(
                     self.on_failure,
                     "generator",
-                    message,
-                    warning=f"generator failed, no answer generated: {message}",
-                    cause=error,
+                    error,
+                    warning="generator failed, no answer generated",
                 )
                 generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [], [warning] if warning else [])
         citations = [

@@ -5,7 +5,7 @@ Any local directory or cached Hugging Face name works (a ``bge-reranker`` or
 ``cross-encoder/ms-marco-MiniLM-L6-v2`` download drops in by path). Scores are the raw relevance
 logits: uncalibrated, comparable only within one model, never a similarity threshold.
 
-Trained exits (the seed's ``pair_scorer`` settings). ``layer`` picks the encoder depth the score
+Trained exits (the ``pair_scorer`` settings). ``layer`` picks the encoder depth the score
 head reads and ``dimension`` the leading features of the pooled representation it reads; 0
 means the model's full depth or width. A model declares the extra exits it was trained for in
 ``pair_scorer.json`` beside its weights::

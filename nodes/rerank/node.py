@@ -16,7 +16,6 @@ import numbers
 import time
 from typing import Any, Protocol
 
-from parallel_rag.backends.secrets import describe_error
 from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
 from parallel_rag.nodes.records import BranchHit, BranchResult
 
@@ -79,14 +78,11 @@ def make_rerank_node(
             scores = list(scorer.score(task["query"], candidates))
             result["hits"] = rerank_hits(hits, scores, top_k, max_candidates=max_candidates)
         except Exception as exc:
-            message = describe_error(exc)
             warning = apply_failure_policy(
                 on_failure,
                 f"reranker on branch '{result['branch']}'",
-                message,
-                warning=f"reranker failed on branch '{result['branch']}', kept retrieval order: "
-                + message,
-                cause=exc,
+                exc,
+                warning=f"reranker failed on branch '{result['branch']}', kept retrieval order",
             )
             result["warning"] = "; ".join(filter(None, [result["warning"], warning]))
         elapsed = (time.perf_counter() - started) * 1000

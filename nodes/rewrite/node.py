@@ -14,7 +14,6 @@ from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
-from parallel_rag.backends.secrets import describe_error
 from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
 from parallel_rag.nodes.records import QueryView
 
@@ -68,13 +67,11 @@ class RewriteNode:
         except GraphBubbleUp:
             raise  # interrupts and other control flow belong to LangGraph
         except Exception as error:
-            message = describe_error(error)
             warning = apply_failure_policy(
                 self.on_failure,
                 "rewriter",
-                message,
-                warning=f"rewriter failed, using the original query only: {message}",
-                cause=error,
+                error,
+                warning="rewriter failed, using the original query only",
             )
             warnings = [warning] if warning else []
             views = [QueryView(index=0, text=query.strip(), kind="original")]
