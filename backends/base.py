@@ -1,21 +1,29 @@
-"""The contract every parallel-rag backend retriever follows.
+"""The contract every parallel-rag backend follows.
 
 A backend is a plain LangChain ``BaseRetriever``: it can be used alone in any LCEL chain. On top
 of that, our backends accept per-call ``k`` and ``filters`` keyword arguments (LangChain forwards
 ``invoke(query, **kwargs)`` to ``_get_relevant_documents``) and return documents that carry a
 stable ``id`` and their retrieval score in ``metadata[SCORE_KEY]``. The retrieve node pops the
 score out of the metadata into the branch's source record.
+
+Each backend module also declares one ``BackendSpec`` (its settings model, retriever factory,
+retrieval kind, whether ``similarity_threshold`` applies, and, when ingest can write it, a
+``StoreWriter``), listed in ``registry.py``; the configuration schema, the factory dispatch and
+ingestion are derived from those specs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
+from pydantic import BaseModel
 
 SCORE_KEY = "retrieval_score"
 """Metadata key under which a backend reports a document's retrieval score."""
@@ -90,3 +98,162 @@ class SearchKwargsRetriever(BaseRetriever):
             run_manager=run_manager.get_sync(),
             **kwargs,
         )
+
+
+# ------------------------------------------------------------------------------ registry entries
+
+DEFAULT_K = 10
+"""Hits a backend returns when its entry sets no ``top_k``."""
+
+Fingerprint = tuple[str, str, str | None]
+"""(chunk id, file id, ``chunk_hash``): one chunk as a store holds it. Ingest compares a store's
+fingerprints with the fresh chunks' to leave files whose chunks are unchanged alone."""
+
+
+class SettingError(ValueError):
+    """A backend setting that validated but cannot be used when the retriever is built (an API
+    key in neither the config nor the environment); ``field`` names it inside ``backend_config``
+    and the graph reports it as a configuration error naming the entry."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def resolve_path(path: str | Path, base_dir: Path | None) -> Path:
+    """``path`` with ``~`` expanded; a relative path starts at ``base_dir`` (the directory of
+    the config file) and comes back absolute."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute() or base_dir is None:
+        return candidate
+    return (base_dir / candidate).resolve()
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What every backend of one configuration shares: where relative paths start and the
+    embedding model dense backends embed queries and chunks with."""
+
+    base_dir: Path
+    embedding_model: str
+    device: str
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What a backend's factory receives: its validated retriever entry (``name``, ``top_k``,
+    ``similarity_threshold``, ``timeout_seconds``, ``backend_config``), the shared context, and
+    ``build``, which turns a nested entry (a hybrid's legs) into its retriever through the
+    registry, so a backend never imports another backend's factory."""
+
+    entry: Any
+    context: BackendContext
+    build: Callable[[Any], BaseRetriever]
+    pipeline: Any = None
+    """The whole validated configuration, for a backend that reads a top-level section."""
+
+    @property
+    def settings(self) -> Any:
+        """The entry's ``backend_config``, validated by the backend's settings model."""
+        return self.entry.backend_config
+
+    @property
+    def k(self) -> int:
+        return self.entry.top_k or DEFAULT_K
+
+    def standard_args(self) -> dict[str, Any]:
+        """The constructor arguments our retrievers share, by their field names."""
+        return {
+            "settings": self.settings,
+            "base_dir": self.context.base_dir,
+            "k": self.k,
+            "score_threshold": self.entry.similarity_threshold,
+            "embedding_model": self.context.embedding_model,
+            "device": self.context.device,
+        }
+
+
+def settings_factory(retriever: type[BaseRetriever]) -> Callable[[BuildRequest], BaseRetriever]:
+    """The factory of a retriever class that takes (some of) ``BuildRequest.standard_args``:
+    each argument the class declares as a field is passed, the others are not."""
+
+    def build(request: BuildRequest) -> BaseRetriever:
+        fields = retriever.model_fields
+        return retriever(**{k: v for k, v in request.standard_args().items() if k in fields})
+
+    return build
+
+
+@dataclass(frozen=True)
+class ChunkBatch:
+    """Chunks to write into a store, as columns; ``vectors`` only for stores that embed."""
+
+    ids: Sequence[str]
+    texts: Sequence[str]
+    metadatas: Sequence[dict[str, Any]]
+    vectors: Sequence[Sequence[float]] | None = None
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "ids": self.ids,
+            "texts": self.texts,
+            "metadatas": self.metadatas,
+            "vectors": self.vectors,
+        }
+
+
+@runtime_checkable
+class StoreWriter(Protocol):
+    """What ingest needs from a store it writes (one per configured store, built by the
+    backend's ``BackendSpec.store`` from its settings and the context).
+
+    Ingest calls ``open`` on every store before anything is written (so a store another process
+    holds, or a missing model, fails the run while every store is intact), then
+    ``fingerprints`` to find the files whose chunks changed, then ``write`` once per store with
+    only those files' chunks.
+    """
+
+    needs_vectors: bool
+    """Whether ``write`` needs the chunks' embeddings (``ChunkBatch.vectors``)."""
+
+    def open(self) -> None:
+        """Take the store's process lock, or repair a write a killed process left halfway."""
+
+    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint] | None:
+        """What the store holds for ``file_ids``; None when nothing stored is usable (no
+        store yet, or one built with other parameters), so every file is written."""
+
+    def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
+        """Delete every chunk of ``replace_file_ids``, then add the batch (an empty batch
+        only deletes). A store killed halfway converges when the same write runs again."""
+
+
+RetrievalKindRule = RetrievalKind | Callable[[Any], RetrievalKind]
+"""A fixed kind, or a function of the validated settings."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One registry entry: everything the rest of parallel-rag needs to know about a backend.
+
+    ``name`` is the value of ``backend:`` in a retriever entry and ``settings`` the model of its
+    ``backend_config`` (optional in the config when every field has a default). ``factory``
+    builds the retriever from a ``BuildRequest``. ``kind`` says which query views it takes
+    (dense ones also get HyDE passages). ``threshold_refusal`` says whether
+    ``similarity_threshold`` applies: None when it does, a text when it never does (why not),
+    or a function of the settings returning None or why not. ``store`` builds ingest's writer
+    from (settings, context) when ingest can write the backend's store. ``legs`` names the
+    settings fields that hold nested retriever entries (leg name: required?), as a hybrid's
+    primary and fallback; a backend with legs cannot be a leg.
+    """
+
+    name: str
+    settings: type[BaseModel]
+    factory: Callable[[BuildRequest], BaseRetriever]
+    kind: RetrievalKindRule
+    threshold_refusal: str | Callable[[Any], str | None] | None = None
+    store: Callable[[Any, BackendContext], StoreWriter] | None = None
+    legs: Mapping[str, bool] = field(default_factory=dict)
+
+    def kind_of(self, settings: Any) -> RetrievalKind:
+        return self.kind if isinstance(self.kind, str) else self.kind(settings)

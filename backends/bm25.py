@@ -36,8 +36,9 @@ On-disk layout (one directory)::
 
 Loading never re-tokenises the corpus: engine ``bm25s`` loads the saved model (or rebuilds it
 from the stored term ids when ``k1``/``b`` differ from the stored ones), engine ``rank_bm25``
-rebuilds rank-bm25's statistics from the stored term ids. Saving writes a temporary sibling
-directory and renames it into place, so an interrupted save never leaves a half-written index.
+rebuilds rank-bm25's statistics from the stored term ids. Saving goes through
+``atomic_files.write_directory`` (a staging sibling renamed into place), so an interrupted save
+never leaves a half-written index.
 """
 
 from __future__ import annotations
@@ -46,11 +47,9 @@ import json
 import logging
 import math
 import os
-import shutil
-import tempfile
 import threading
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -61,11 +60,18 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
+from parallel_rag.backends.atomic_files import restore_moved_aside, write_directory
 from parallel_rag.backends.base import (
+    BackendContext,
+    BackendSpec,
+    BuildRequest,
+    ChunkBatch,
+    Fingerprint,
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
     matches_filter,
+    resolve_path,
     scored_document,
 )
 from parallel_rag.backends.text_analysis import (
@@ -122,6 +128,10 @@ class BM25Settings(BaseModel):
     def coerce_index_path(cls, value: Any) -> Any:
         """Accept ``pathlib.Path`` values as well as strings."""
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    def index_dir(self, base_dir: Path | None = None) -> Path:
+        """The index directory; a relative ``index_path`` starts at ``base_dir``."""
+        return resolve_path(self.index_path, base_dir)
 
 
 # --------------------------------------------------------------------------------------
@@ -466,24 +476,17 @@ class BM25Index:
     # -- persistence -------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index to directory ``path`` atomically (temp dir, then rename).
+        """Write the index to directory ``path`` atomically (``atomic_files.write_directory``).
 
         An existing index at ``path`` is replaced only once the new one is fully written;
-        if anything fails, the old index is left untouched and the temp dir removed.
+        if anything fails, the old index is left untouched and the staging directory removed.
         """
         target = Path(path)
         if target.exists() and not _is_replaceable(target):
             raise FileExistsError(
                 f"{target} exists and is not a BM25 index directory; refusing to replace it"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-        try:
-            self._write(staging)
-            _replace_dir(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        write_directory(target, self._write)
 
     def _write(self, directory: Path) -> None:
         _write_chunks(directory / CHUNKS_FILE, self._chunks)
@@ -616,43 +619,18 @@ def _is_replaceable(target: Path) -> bool:
     """Only an earlier index (or an empty directory) may be replaced by :meth:`save`."""
     if not target.is_dir():
         return False
-    return (target / MANIFEST_FILE).is_file() or not any(target.iterdir())
+    return is_index_directory(target) or not any(target.iterdir())
+
+
+def is_index_directory(path: Path) -> bool:
+    """A directory holding a complete index (the manifest is written last)."""
+    return (path / MANIFEST_FILE).is_file()
 
 
 def recover_interrupted_save(path: str | os.PathLike[str]) -> bool:
     """Put back the previous index when a save was killed between its two renames (the index
     moved aside, the new one not yet in place); True if it did. Only writers call this."""
-    target = Path(path)
-    if target.exists():
-        return False
-    backups = sorted(
-        (p for p in target.parent.glob(f".{target.name}.old-*") if (p / MANIFEST_FILE).is_file()),
-        key=lambda p: p.stat().st_mtime,
-    )
-    if not backups:
-        return False
-    os.rename(backups[-1], target)
-    logger.warning("%s: restored the index an interrupted save had moved aside", target)
-    return True
-
-
-def _replace_dir(staging: Path, target: Path) -> None:
-    """Move the fully written ``staging`` dir to ``target``, replacing any existing index.
-
-    Directories cannot be swapped atomically with one ``rename``; the old index is renamed
-    aside first and restored if the second rename fails.
-    """
-    if not target.exists():
-        os.rename(staging, target)
-        return
-    backup = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
-    os.rename(target, backup)
-    try:
-        os.rename(staging, target)
-    except BaseException:
-        os.rename(backup, target)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)
+    return restore_moved_aside(path, is_index_directory)
 
 
 # --------------------------------------------------------------------------------------
@@ -726,3 +704,73 @@ class BM25Retriever(SearchKwargsRetriever):
             scored_document(hit.chunk.id, hit.chunk.content, hit.chunk.metadata, hit.score)
             for hit in hits
         ]
+
+
+# --------------------------------------------------------------------------------------
+# Registry entry
+# --------------------------------------------------------------------------------------
+
+
+def build_retriever(request: BuildRequest) -> BM25Retriever:
+    settings: BM25Settings = request.settings
+    resolved = settings.model_copy(
+        update={"index_path": str(settings.index_dir(request.context.base_dir))}
+    )
+    return BM25Retriever.from_settings(resolved, k=request.k)
+
+
+@dataclass
+class BM25Store:
+    """Ingest's writer for a BM25 index: a write rebuilds the index with the replaced files'
+    chunks swapped for the new ones and saves it atomically."""
+
+    settings: BM25Settings
+    context: BackendContext
+    needs_vectors: ClassVar[bool] = False
+    _index: BM25Index | None = field(default=None, init=False, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return self.settings.index_dir(self.context.base_dir)
+
+    def open(self) -> None:
+        recover_interrupted_save(self.path)
+
+    def _stored(self) -> BM25Index | None:
+        if self._index is None and self.path.exists():
+            self._index = BM25Index.load(self.path, "bm25s")  # only its chunks are needed
+        return self._index
+
+    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint] | None:
+        index = self._stored()
+        if index is None or (index.k1, index.b) != (self.settings.k1, self.settings.b):
+            return None  # no index yet, or one scored with other parameters: rebuild it all
+        wanted = set(file_ids)
+        return {
+            (c.id, c.metadata.get("file_id"), c.metadata.get("chunk_hash"))
+            for c in index.chunks
+            if c.metadata.get("file_id") in wanted
+        }
+
+    def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
+        replaced = set(replace_file_ids)
+        index = self._stored()
+        kept = [
+            (c.id, c.content, c.metadata)
+            for c in (index.chunks if index is not None else ())
+            if c.metadata.get("file_id") not in replaced
+        ]
+        fresh = list(zip(batch.ids, batch.texts, batch.metadatas, strict=True))
+        s = self.settings
+        BM25Index.from_chunks(kept + fresh, engine=s.engine, k1=s.k1, b=s.b).save(self.path)
+        self._index = None
+
+
+BACKEND = BackendSpec(
+    name="bm25",
+    settings=BM25Settings,
+    factory=build_retriever,
+    kind=BM25Retriever.retrieval_kind,
+    threshold_refusal="BM25 scores are unbounded and not a similarity",
+    store=BM25Store,
+)

@@ -41,7 +41,13 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.base import MetadataFilter, SearchKwargsRetriever, scored_document
+from parallel_rag.backends.base import (
+    BackendSpec,
+    MetadataFilter,
+    SearchKwargsRetriever,
+    scored_document,
+    settings_factory,
+)
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from parallel_rag.backends.json_http import BackendResponseError, JSONHTTPClient, require
 from parallel_rag.backends.secrets import secret_value
@@ -82,7 +88,8 @@ def render_template(
 
 
 class ExternalAPISettings(BaseModel):
-    """``backend_config`` of an ``external_api`` retriever (the seed's field names, plus the
+    """``backend_config`` of an ``external_api`` retriever (field names of a
+    ``rag`` plugin configuration block, so one pastes in, plus the
     per-format response mapping)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -449,3 +456,22 @@ class ExternalAPIRetriever(SearchKwargsRetriever):
                 metadata = {key: v for key, v in item.items() if key not in skip}
             docs.append(scored_document(doc_id, content, metadata, score))
         return docs
+
+
+def threshold_refusal(settings: ExternalAPISettings) -> str | None:
+    """Why ``similarity_threshold`` cannot apply to these settings (None when it can)."""
+    if settings.has_comparable_similarity:
+        return None
+    return (
+        f"does not apply to request_format '{settings.request_format}' (search: "
+        f"{settings.search}): its scores are BM25 scores, not a similarity"
+    )
+
+
+BACKEND = BackendSpec(
+    name="external_api",
+    settings=ExternalAPISettings,
+    factory=settings_factory(ExternalAPIRetriever),
+    kind=lambda settings: settings.kind,
+    threshold_refusal=threshold_refusal,
+)

@@ -29,6 +29,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from parallel_rag.backends.base import (
+    BackendSpec,
+    BuildRequest,
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
@@ -245,3 +247,32 @@ class HybridRetriever(SearchKwargsRetriever):
 def _cut(documents: list[Document], k: int | None) -> list[Document]:
     return documents[:k] if k else documents
 
+
+def build_hybrid(request: BuildRequest) -> HybridRetriever:
+    """Both legs built through the registry (``request.build``); a leg's own
+    ``timeout_seconds`` when it sets one, else the hybrid's."""
+    entry, settings = request.entry, request.settings
+    primary, fallback = settings.primary, settings.fallback
+
+    def timeout(leg: Any) -> float:
+        own = leg is not None and "timeout_seconds" in leg.model_fields_set
+        return leg.timeout_seconds if own else entry.timeout_seconds
+
+    return HybridRetriever(
+        primary=request.build(primary),
+        fallback=None if fallback is None else request.build(fallback),
+        primary_name=primary.name,
+        fallback_name=fallback.name if fallback is not None else "fallback",
+        strategy=settings.strategy,
+        primary_timeout_seconds=timeout(primary),
+        fallback_timeout_seconds=timeout(fallback),
+    )
+
+
+BACKEND = BackendSpec(
+    name="hybrid",
+    settings=HybridOptions,
+    factory=build_hybrid,
+    kind=lambda settings: settings.primary.retrieval_kind,
+    legs={"primary": True, "fallback": False},
+)

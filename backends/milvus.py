@@ -25,17 +25,23 @@ import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
+    BackendContext,
+    BackendSpec,
+    ChunkBatch,
+    Fingerprint,
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
     StoreInUseError,
     scored_document,
+    settings_factory,
 )
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from parallel_rag.backends.secrets import register_secrets, secret_value
@@ -109,7 +115,8 @@ def check_filter_expression(expression: str) -> str:
 
 
 class MilvusSettings(BaseModel):
-    """``backend_config`` of a ``milvus`` retriever (the seed's field names)."""
+    """``backend_config`` of a ``milvus`` retriever (field names of a ``rag`` plugin
+    configuration block, so one pastes in unchanged)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -124,7 +131,8 @@ class MilvusSettings(BaseModel):
     db_name: str | None = Field(default=None, pattern=FIELD_NAME)
     consistency_level: Literal["Strong", "Session", "Bounded", "Eventually"] = "Session"
     reuse_cache_connection: bool | None = Field(
-        default=None, description="accepted for seed compatibility; clients are always shared"
+        default=None,
+        description="accepted so rag plugin blocks paste in; clients are always shared",
     )
 
     @field_validator("filter_expression")
@@ -479,3 +487,42 @@ def write_chunks(
             )
         if client.has_collection(settings.collection):
             client.flush(settings.collection)
+
+
+@dataclass
+class MilvusStore:
+    """Ingest's writer for a Milvus collection."""
+
+    settings: MilvusSettings
+    context: BackendContext
+    needs_vectors: ClassVar[bool] = True
+
+    def open(self) -> None:
+        c = self.context
+        open_store(self.settings, c.base_dir, c.embedding_model, c.device)
+
+    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint]:
+        c = self.context
+        return stored_fingerprints(
+            self.settings, c.base_dir, file_ids, embedding_model=c.embedding_model, device=c.device
+        )
+
+    def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
+        c = self.context
+        write_chunks(
+            self.settings,
+            c.base_dir,
+            **batch.columns(),
+            replace_file_ids=replace_file_ids,
+            embedding_model=c.embedding_model,
+            device=c.device,
+        )
+
+
+BACKEND = BackendSpec(
+    name="milvus",
+    settings=MilvusSettings,
+    factory=settings_factory(MilvusRetriever),
+    kind=MilvusRetriever.retrieval_kind,
+    store=MilvusStore,
+)

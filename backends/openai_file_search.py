@@ -22,9 +22,12 @@ from typing import Any, ClassVar, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
+    BackendSpec,
+    BuildRequest,
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
+    SettingError,
     scored_document,
 )
 from parallel_rag.backends.external_api import contradicts
@@ -64,7 +67,8 @@ def check_openai_filter(value: Any, where: str = "filter") -> None:
 
 
 class OpenAIFileSearchSettings(BaseModel):
-    """``backend_config`` of an ``openai`` retriever (the seed's field names)."""
+    """``backend_config`` of an ``openai`` retriever (field names of a ``rag`` plugin
+    configuration block, so one pastes in unchanged)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -203,3 +207,25 @@ def parse_search_page(answer: Any) -> list[Document]:
         digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
         docs.append(scored_document(f"{file_id}#{digest}", content, metadata, float(score)))
     return docs
+
+
+def build_retriever(request: BuildRequest) -> OpenAIFileSearchRetriever:
+    """The retriever, with the key from the config or else from the environment."""
+    settings: OpenAIFileSearchSettings = request.settings
+    api_key = settings.resolved_api_key()
+    if api_key is None:
+        raise SettingError("api_key", f"not set, and ${settings.api_key_env} is empty")
+    return OpenAIFileSearchRetriever(
+        settings=settings,
+        api_key=api_key,
+        k=request.k,
+        score_threshold=request.entry.similarity_threshold,
+    )
+
+
+BACKEND = BackendSpec(
+    name="openai",
+    settings=OpenAIFileSearchSettings,
+    factory=build_retriever,
+    kind=OpenAIFileSearchRetriever.retrieval_kind,
+)

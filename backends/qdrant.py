@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
+    BackendContext,
+    BackendSpec,
+    ChunkBatch,
+    Fingerprint,
     MetadataFilter,
     SearchKwargsRetriever,
     StoreInUseError,
     scored_document,
+    settings_factory,
 )
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
@@ -29,7 +35,8 @@ DEFAULT_PATH = ".parallel-rag/qdrant"
 
 
 class QdrantSettings(BaseModel):
-    """``backend_config`` of a ``qdrant`` retriever (the seed's field names)."""
+    """``backend_config`` of a ``qdrant`` retriever (field names of a ``rag`` plugin
+    configuration block, so one pastes in unchanged)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -41,7 +48,8 @@ class QdrantSettings(BaseModel):
     url: str | None = None
     api_key: SecretStr | None = None
     reuse_cache_connection: bool | None = Field(
-        default=None, description="accepted for seed compatibility; clients are always shared"
+        default=None,
+        description="accepted so rag plugin blocks paste in; clients are always shared",
     )
 
     @model_validator(mode="after")
@@ -257,3 +265,35 @@ def write_chunks(
                 for i in range(start, min(start + batch_size, len(ids)))
             ]
             client.upsert(settings.collection, points=points)
+
+
+@dataclass
+class QdrantStore:
+    """Ingest's writer for a Qdrant collection."""
+
+    settings: QdrantSettings
+    context: BackendContext
+    needs_vectors: ClassVar[bool] = True
+
+    def open(self) -> None:
+        shared_client(self.settings.connection_key(self.context.base_dir), self.settings.api_key)
+
+    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint]:
+        return stored_fingerprints(self.settings, self.context.base_dir, file_ids)
+
+    def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
+        write_chunks(
+            self.settings,
+            self.context.base_dir,
+            **batch.columns(),
+            replace_file_ids=replace_file_ids,
+        )
+
+
+BACKEND = BackendSpec(
+    name="qdrant",
+    settings=QdrantSettings,
+    factory=settings_factory(QdrantRetriever),
+    kind=QdrantRetriever.retrieval_kind,
+    store=QdrantStore,
+)

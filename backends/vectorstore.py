@@ -12,8 +12,9 @@ Layout under ``root`` (default ``.parallel-rag/vector_stores``)::
     NAME/<revision>/chunks.jsonl    one {"id", "content", "metadata"} per chunk
     NAME/<revision>/vectors.npy     float32 [chunks x dimension], unit length
 
-A write builds a new revision beside the live one and then swaps ``CURRENT``, so readers never
-see a half-written store; writers take a file lock. A store remembers its embedding model and
+A write publishes a complete new revision beside the live one, then replaces ``CURRENT``
+(both through ``atomic_files``), so readers never see a half-written store; writers take a file
+lock. A store remembers its embedding model and
 refuses queries embedded by another one.
 """
 
@@ -35,12 +36,18 @@ from typing import Any, ClassVar
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from parallel_rag.backends.atomic_files import write_directory, write_file
 from parallel_rag.backends.base import (
+    BackendContext,
+    BackendSpec,
+    ChunkBatch,
+    Fingerprint,
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
     matches_filter,
     scored_document,
+    settings_factory,
 )
 from parallel_rag.backends.embeddings import BUNDLED, embedding_identity, load_embeddings
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,7 +59,8 @@ CURRENT_FILE = "CURRENT"
 
 
 class VectorStoreSettings(BaseModel):
-    """``backend_config`` of a ``vectorstore`` retriever (the seed's field names)."""
+    """``backend_config`` of a ``vectorstore`` retriever (field names of a ``rag`` plugin
+    configuration block, so one pastes in unchanged)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -216,10 +224,10 @@ def write_chunks(
             if old is None
             else [i for i, meta in enumerate(old.metadatas) if meta.get("file_id") not in replaced]
         )
-        new_vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        new_vectors = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1 if ids else 0)
         norms = np.linalg.norm(new_vectors, axis=1, keepdims=True)
         new_vectors = new_vectors / np.where(norms == 0, 1, norms)
-        if old is not None and keep and new_vectors.shape[1] != old.vectors.shape[1]:
+        if old is not None and keep and ids and new_vectors.shape[1] != old.vectors.shape[1]:
             raise ValueError(f"vector store '{directory.name}': embedding dimension changed")
         kept_ids = [old.ids[i] for i in keep] if old else []
         kept_texts = [old.contents[i] for i in keep] if old else []
@@ -251,18 +259,17 @@ def write_chunks(
             "created_at": old.manifest.get("created_at", now) if old else now,
             "updated_at": now,
         }
-        staging = directory / f".{revision}.tmp"
-        staging.mkdir()
-        with open(staging / "chunks.jsonl", "w", encoding="utf-8") as handle:
-            for chunk_id, text, meta in zip(all_ids, all_texts, all_meta, strict=True):
-                record = {"id": chunk_id, "content": text, "metadata": meta}
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        np.save(staging / "vectors.npy", matrix.astype(np.float32))
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-        os.rename(staging, directory / revision)
-        pointer = directory / f".{CURRENT_FILE}.tmp"
-        pointer.write_text(revision, encoding="utf-8")
-        os.replace(pointer, directory / CURRENT_FILE)
+
+        def fill(folder: Path) -> None:
+            with open(folder / "chunks.jsonl", "w", encoding="utf-8") as handle:
+                for chunk_id, text, meta in zip(all_ids, all_texts, all_meta, strict=True):
+                    record = {"id": chunk_id, "content": text, "metadata": meta}
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            np.save(folder / "vectors.npy", matrix.astype(np.float32))
+            (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+
+        write_directory(directory / revision, fill)
+        write_file(directory / CURRENT_FILE, revision)
         # keep the previous revision for readers still loading it; drop older ones
         previous = old.revision if old else None
         for child in directory.iterdir():
@@ -318,3 +325,35 @@ class VectorStoreRetriever(SearchKwargsRetriever):
             scored_document(store.ids[i], store.contents[i], store.metadatas[i], score)
             for i, score in hits
         ]
+
+
+@dataclass
+class ManagedStore:
+    """Ingest's writer for a managed vector store."""
+
+    settings: VectorStoreSettings
+    context: BackendContext
+    needs_vectors: ClassVar[bool] = True
+
+    def open(self) -> None:
+        """Nothing to take ahead: a write holds the store's file lock while it runs."""
+
+    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint]:
+        return stored_fingerprints(self.settings.store_dir(self.context.base_dir), file_ids)
+
+    def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
+        write_chunks(
+            self.settings.store_dir(self.context.base_dir),
+            **batch.columns(),
+            replace_file_ids=replace_file_ids,
+            embedding_model=self.context.embedding_model,
+        )
+
+
+BACKEND = BackendSpec(
+    name="vectorstore",
+    settings=VectorStoreSettings,
+    factory=settings_factory(VectorStoreRetriever),
+    kind=VectorStoreRetriever.retrieval_kind,
+    store=ManagedStore,
+)
