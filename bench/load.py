@@ -89,7 +89,7 @@ def prepare(workdir: Path, env: dict) -> None:
 def write_config(workdir: Path, sentence_cache_size: int) -> Path:
     """The embedded defaults with ``generator.sentence_cache_size`` changed, as a YAML file."""
     import yaml
-    from parallel_rag.graph.configuration import load_config
+    from parallel_rag.graph.loading import load_config
 
     config, _ = load_config(None)
     data = config.model_dump(mode="json", exclude_none=True)

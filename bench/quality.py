@@ -20,7 +20,7 @@ from typing import Any
 
 from parallel_rag.backends.bm25 import ENGINES, BM25Index
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.graph.configuration import parse_config
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import (
     DOC_ID_KEY,
     corpus_chunks,

@@ -54,14 +54,15 @@ from typing import Any
 
 import numpy as np
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer
 from parallel_rag.backends.embeddings import bundled_model_path
-from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer
-from parallel_rag.nodes.rerank.scorers import EmbeddingSimilarityScorer
-from parallel_rag.graph.configuration import PipelineConfig, parse_config
+from parallel_rag.graph.configuration import PipelineConfig
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.fuse import reciprocal_rank_fusion
 from parallel_rag.nodes.records import BranchResult, branch_key
+from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer
+from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer
 from parallel_rag.nodes.rerank.node import make_rerank_node
+from parallel_rag.nodes.rerank.scorers import EmbeddingSimilarityScorer
 from parallel_rag.nodes.retrieve import documents_to_hits
 from parallel_rag.studio.evaluation import (
     DOC_ID_KEY,

@@ -327,7 +327,7 @@ class Harness:
                     "quality: hotpotqa", self._hotpot, hotpot, cache, depth
                 )
             if "latency" in wanted and sci_config is not None:
-                from parallel_rag.graph.configuration import parse_config
+                from parallel_rag.graph.loading import parse_config
                 from parallel_rag.studio.evaluation import single_retrievers
 
                 singles = single_retrievers(

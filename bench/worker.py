@@ -193,9 +193,9 @@ def _store_task(args: dict) -> dict:
 def ingest_task(args: dict) -> dict:
     """End-to-end ``ingest_paths`` (read, chunk, embed, write BM25 + Qdrant) on N SciFact
     abstracts against ``embed_documents`` alone on the same chunk texts."""
-    from parallel_rag.studio.document_loading import load_chunks
     from parallel_rag.backends.embeddings import load_embeddings
-    from parallel_rag.graph.configuration import parse_config
+    from parallel_rag.graph.loading import parse_config
+    from parallel_rag.studio.document_loading import load_chunks
     from parallel_rag.studio.ingestion import ingest_paths
 
     work = Path(args["work"])

@@ -1,27 +1,31 @@
-"""Turns configuration into live components: one factory per backend behind one dispatch,
-plus the rewriter, reranker and generator factories. Relative paths start at ``base_dir``
-(the config file's directory)."""
+"""Turns configuration into live components: the retriever of each entry (through the backend
+registry), plus the rewriter, reranker and generator factories. Relative paths start at
+``base_dir`` (the config file's directory)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
-from parallel_rag.backends.bm25 import BM25Retriever
-from parallel_rag.nodes.chat_models import make_chat_model
-from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
+from parallel_rag.backends.base import BackendContext, BuildRequest, SettingError
 from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.external_api import ExternalAPIRetriever
+from parallel_rag.backends.registry import BACKENDS
+from parallel_rag.graph.configuration import (
+    ConfigError,
+    EmbeddingsConfig,
+    GeneratorConfig,
+    PipelineConfig,
+    RerankerConfig,
+    RetrieverEntry,
+    RewriterConfig,
+)
+from parallel_rag.nodes.chat_models import make_chat_model
 from parallel_rag.nodes.generate.generators import ChatModelGenerator, ExtractiveGenerator
-from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer
-from parallel_rag.backends.milvus import MilvusRetriever
-from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever
 from parallel_rag.nodes.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
-from parallel_rag.backends.qdrant import QdrantRetriever
+from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
+from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer
 from parallel_rag.nodes.rerank.scorers import (
     BudgetSettingError,
     EmbeddingSimilarityScorer,
@@ -29,151 +33,40 @@ from parallel_rag.nodes.rerank.scorers import (
     ScorerUnavailableError,
 )
 from parallel_rag.nodes.rewrite.rewriters import ChatModelRewriter
-from parallel_rag.backends.vectorstore import VectorStoreRetriever
-from parallel_rag.graph.configuration import (
-    BM25Entry,
-    ConfigError,
-    EmbeddingsConfig,
-    ExternalAPIEntry,
-    GeneratorConfig,
-    HybridEntry,
-    MilvusEntry,
-    OpenAIEntry,
-    PipelineConfig,
-    QdrantEntry,
-    RerankerConfig,
-    RetrieverEntry,
-    RewriterConfig,
-    VectorStoreEntry,
-)
 
-DEFAULT_BACKEND_K = 10
 logger = logging.getLogger(__name__)
 
 
-def resolve_path(path: str, base_dir: Path) -> str:
-    candidate = Path(path).expanduser()
-    return str(candidate if candidate.is_absolute() else (base_dir / candidate).resolve())
+def backend_context(base_dir: Path, embeddings: EmbeddingsConfig) -> BackendContext:
+    return BackendContext(base_dir, embeddings.model, embeddings.device)
 
 
-def make_bm25(entry: BM25Entry, base_dir: Path, embeddings: EmbeddingsConfig) -> BaseRetriever:
-    settings = entry.backend_config
-    return BM25Retriever(
-        index_path=resolve_path(settings.index_path, base_dir),
-        engine=settings.engine,
-        k=entry.top_k or DEFAULT_BACKEND_K,
-        k1=settings.k1,
-        b=settings.b,
-    )
-
-
-def make_qdrant(entry: QdrantEntry, base_dir: Path, embeddings: EmbeddingsConfig) -> BaseRetriever:
-    return QdrantRetriever(
-        settings=entry.backend_config,
-        base_dir=base_dir,
-        k=entry.top_k or DEFAULT_BACKEND_K,
-        score_threshold=entry.similarity_threshold,
-        embedding_model=embeddings.model,
-        device=embeddings.device,
-    )
-
-
-def make_milvus(entry: MilvusEntry, base_dir: Path, embeddings: EmbeddingsConfig) -> BaseRetriever:
-    return MilvusRetriever(
-        settings=entry.backend_config,
-        base_dir=base_dir,
-        k=entry.top_k or DEFAULT_BACKEND_K,
-        score_threshold=entry.similarity_threshold,
-        embedding_model=embeddings.model,
-        device=embeddings.device,
-    )
-
-
-def make_external_api(
-    entry: ExternalAPIEntry, base_dir: Path, embeddings: EmbeddingsConfig
+def build_retriever(
+    entry: RetrieverEntry,
+    base_dir: Path,
+    embeddings: EmbeddingsConfig,
+    pipeline: PipelineConfig | None = None,
 ) -> BaseRetriever:
-    return ExternalAPIRetriever(
-        settings=entry.backend_config,
-        k=entry.top_k or DEFAULT_BACKEND_K,
-        score_threshold=entry.similarity_threshold,
-        embedding_model=embeddings.model,
-        device=embeddings.device,
-    )
+    """The retriever of one entry, built by its backend's registered factory (a hybrid's legs
+    come back through here). A setting that validated but cannot be used is a ``ConfigError``
+    naming ``retrievers.NAME.backend_config.FIELD``."""
+    context = backend_context(base_dir, embeddings)
 
+    def build(nested: RetrieverEntry) -> BaseRetriever:
+        request = BuildRequest(nested, context, build, pipeline)
+        try:
+            return BACKENDS[nested.backend].factory(request)  # type: ignore[attr-defined]
+        except SettingError as error:
+            raise ConfigError(
+                f"retrievers.{nested.name}.backend_config.{error.field}: {error}"
+            ) from None
 
-def make_openai(entry: OpenAIEntry, base_dir: Path, embeddings: EmbeddingsConfig) -> BaseRetriever:
-    settings = entry.backend_config
-    api_key = settings.resolved_api_key()
-    if api_key is None:
-        raise ConfigError(
-            f"retrievers.{entry.name}.backend_config.api_key: not set, and "
-            f"${settings.api_key_env} is empty"
-        )
-    return OpenAIFileSearchRetriever(
-        settings=settings,
-        api_key=api_key,
-        k=entry.top_k or DEFAULT_BACKEND_K,
-        score_threshold=entry.similarity_threshold,
-    )
-
-
-def make_vectorstore(
-    entry: VectorStoreEntry, base_dir: Path, embeddings: EmbeddingsConfig
-) -> BaseRetriever:
-    return VectorStoreRetriever(
-        settings=entry.backend_config,
-        base_dir=base_dir,
-        k=entry.top_k or DEFAULT_BACKEND_K,
-        score_threshold=entry.similarity_threshold,
-        embedding_model=embeddings.model,
-        device=embeddings.device,
-    )
-
-
-def _nested_timeout(nested: RetrieverEntry, outer: RetrieverEntry) -> float:
-    """A nested entry's own timeout when it sets one, else the hybrid's."""
-    if "timeout_seconds" in nested.model_fields_set:
-        return nested.timeout_seconds
-    return outer.timeout_seconds
-
-
-def make_hybrid(entry: HybridEntry, base_dir: Path, embeddings: EmbeddingsConfig) -> BaseRetriever:
-    """Both legs built by their own factories; the graph splits them into the ``retrieve`` and
-    ``fallback`` nodes, and the retriever alone runs the same strategy outside the graph."""
-    settings = entry.backend_config
-    primary, fallback = settings.primary, settings.fallback
-    return HybridRetriever(
-        primary=RETRIEVER_FACTORIES[primary.backend](primary, base_dir, embeddings),
-        fallback=(
-            None
-            if fallback is None
-            else RETRIEVER_FACTORIES[fallback.backend](fallback, base_dir, embeddings)
-        ),
-        primary_name=primary.name,
-        fallback_name=fallback.name if fallback is not None else "fallback",
-        strategy=settings.strategy,
-        primary_timeout_seconds=_nested_timeout(primary, entry),
-        fallback_timeout_seconds=(
-            _nested_timeout(fallback, entry) if fallback else entry.timeout_seconds
-        ),
-    )
-
-
-RETRIEVER_FACTORIES: dict[str, Callable[..., BaseRetriever]] = {
-    "bm25": make_bm25,
-    "qdrant": make_qdrant,
-    "milvus": make_milvus,
-    "external_api": make_external_api,
-    "openai": make_openai,
-    "vectorstore": make_vectorstore,
-    "hybrid": make_hybrid,
-}
+    return build(entry)
 
 
 def make_retriever(entry: RetrieverEntry, config: PipelineConfig, base_dir: Path) -> BaseRetriever:
-    """The single dispatch from a retriever entry to its backend's factory."""
-    factory = RETRIEVER_FACTORIES[entry.backend]  # type: ignore[attr-defined]
-    return factory(entry, base_dir, config.embeddings)
+    """The single dispatch from a retriever entry of ``config`` to its backend's factory."""
+    return build_retriever(entry, base_dir, config.embeddings, config)
 
 
 def make_rewriter(config: RewriterConfig, model: BaseChatModel | None) -> ChatModelRewriter:
@@ -229,8 +122,9 @@ def make_scorer(
     """The reranker's scorer, its model loaded now (once per process, shared by every branch).
 
     A ``layer``/``dimension`` the model was not trained for, or a ``max_tokens`` above what it
-    reads, is a ``ConfigError`` naming the field. A model that cannot be found is not: like the
-    seed, it follows ``on_failure`` on each request (and is retried, so it may appear later).
+    reads, is a ``ConfigError`` naming the field. A model that cannot be found is not: a missing
+    model is a per-request failure, so it follows ``on_failure`` on each request (and is
+    retried, so it may appear later).
     ``kind: llm`` ranks with ``model`` when given, else with ``reranker.llm``.
     """
     if config.kind == "llm":

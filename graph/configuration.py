@@ -1,48 +1,37 @@
-"""The pipeline configuration: one YAML file validated by pydantic, errors naming the field.
+"""The pipeline configuration schema: pydantic models and their cross-field checks, errors
+naming the field. Loading it from YAML, the environment or the embedded defaults lives in
+``graph/loading.py``.
 
-A retriever entry takes the seed ``rag`` plugin's fields unchanged (``backend``, ``top_k``,
+A retriever entry takes the fields of a ``rag`` plugin entry unchanged (``backend``, ``top_k``,
 ``similarity_threshold``, ``on_failure``, ``backend_config``, plus ``enabled`` and
 ``injection_mode``), so a plugin ``configuration`` block can be pasted in. Each backend owns the
-model of its ``backend_config``; this module composes them, discriminated on ``backend``.
+model of its ``backend_config`` and declares it in ``backends/registry.py``; this module derives
+one entry model per backend from the registry and composes them, discriminated on ``backend``.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-import yaml
-from parallel_rag.backends.bm25 import BM25Settings
-from parallel_rag.nodes.failure_policy import FailurePolicy
-from parallel_rag.nodes.chat_models import (
-    ChatModelSettings,
-    normalize_base_url,
-    served_model_name,
-)
+from parallel_rag.backends.base import BackendSpec, RetrievalKind
 from parallel_rag.backends.embeddings import BUNDLED
-from parallel_rag.backends.external_api import ExternalAPISettings
-from parallel_rag.backends.hybrid import HybridOptions
-from parallel_rag.nodes.rerank.listwise import validate_ranking_prompt
-from parallel_rag.backends.milvus import MilvusSettings
-from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
-from parallel_rag.backends.qdrant import QdrantSettings
-from parallel_rag.nodes.rewrite.rewriters import validate_prompt
-from parallel_rag.backends.vectorstore import VectorStoreSettings
+from parallel_rag.backends.registry import BACKENDS, REFUSED
+from parallel_rag.nodes.chat_models import ChatModelSettings
+from parallel_rag.nodes.failure_policy import FailurePolicy
 from parallel_rag.nodes.fuse import DEFAULT_FUSION_K, DEFAULT_FUSION_METHOD, FusionMethod
+from parallel_rag.nodes.rerank.listwise import validate_ranking_prompt
+from parallel_rag.nodes.rewrite.rewriters import validate_prompt
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
-DEFAULT_CONFIG_FILE = "parallel-rag.yaml"
-CONFIG_ENV = "PARALLEL_RAG_CONFIG"
-DENSE_BACKENDS = {"qdrant", "milvus", "openai", "vectorstore"}
 MIN_RETRIEVERS, MAX_RETRIEVERS = 2, 4
 DEFAULT_RERANK_CANDIDATES = 20
 
@@ -56,7 +45,12 @@ class _Strict(BaseModel):
 
 
 class RetrieverEntry(_Strict):
-    """Fields every retriever entry shares (the seed plugin's, plus a branch name)."""
+    """Fields every retriever entry shares (a ``rag`` plugin entry's, plus a branch name). Each
+    backend's entry model adds ``backend`` and ``backend_config`` and carries its registry
+    entry as ``spec``, which decides the retrieval kind and whether ``similarity_threshold``
+    applies."""
+
+    spec: ClassVar[BackendSpec | None] = None
 
     name: str = Field(default="", pattern=r"^$|^[A-Za-z0-9_.-]{1,40}$")
     enabled: bool = True
@@ -65,8 +59,17 @@ class RetrieverEntry(_Strict):
     on_failure: FailurePolicy | None = None
     timeout_seconds: float = Field(default=30.0, gt=0, le=600)
     injection_mode: Literal["tool_role", "system_prompt"] | None = Field(
-        default=None, description="accepted for seed compatibility; set it on the generator"
+        default=None,
+        description="accepted so rag plugin entries paste in unchanged; set it on the generator",
     )
+
+    @field_validator("similarity_threshold")
+    @classmethod
+    def _threshold_applies_to_backend(cls, value: float | None) -> float | None:
+        refusal = cls.spec.threshold_refusal if cls.spec is not None else None
+        if value is not None and isinstance(refusal, str):
+            raise ValueError(f"does not apply to {cls.spec.name}: {refusal}")
+        return value
 
     @model_validator(mode="after")
     def _default_name(self) -> RetrieverEntry:
@@ -74,142 +77,112 @@ class RetrieverEntry(_Strict):
             self.name = self.backend  # type: ignore[attr-defined]
         return self
 
-    @property
-    def is_dense(self) -> bool:
-        return self.backend in DENSE_BACKENDS  # type: ignore[attr-defined]
-
-
-class BM25Entry(RetrieverEntry):
-    backend: Literal["bm25"]
-    backend_config: BM25Settings = Field(default_factory=BM25Settings)
-
-    @field_validator("similarity_threshold")
-    @classmethod
-    def _no_threshold(cls, value: float | None) -> float | None:
-        if value is not None:
-            raise ValueError(
-                "does not apply to bm25: BM25 scores are unbounded and not a similarity"
-            )
-        return value
-
-
-class QdrantEntry(RetrieverEntry):
-    backend: Literal["qdrant"]
-    backend_config: QdrantSettings = Field(default_factory=QdrantSettings)
-
-
-class MilvusEntry(RetrieverEntry):
-    backend: Literal["milvus"]
-    backend_config: MilvusSettings
-
-
-class ExternalAPIEntry(RetrieverEntry):
-    """Dense or lexical by ``request_format`` (see ``backends/external_api.py``)."""
-
-    backend: Literal["external_api"]
-    backend_config: ExternalAPISettings
-
     @model_validator(mode="after")
-    def _threshold_applies(self) -> ExternalAPIEntry:
-        settings = self.backend_config
-        if self.similarity_threshold is not None and not settings.has_comparable_similarity:
-            raise ValueError(
-                f"similarity_threshold: does not apply to request_format "
-                f"'{settings.request_format}' (search: {settings.search}): its scores are "
-                "BM25 scores, not a similarity"
-            )
+    def _threshold_applies_to_settings(self) -> RetrieverEntry:
+        refusal = self.spec.threshold_refusal if self.spec is not None else None
+        if self.similarity_threshold is not None and callable(refusal):
+            reason = refusal(self.backend_config)  # type: ignore[attr-defined]
+            if reason:
+                raise ValueError(f"similarity_threshold: {reason}")
         return self
 
     @property
-    def is_dense(self) -> bool:
-        return self.backend_config.kind == "dense"
-
-
-class OpenAIEntry(RetrieverEntry):
-    backend: Literal["openai"]
-    backend_config: OpenAIFileSearchSettings
-
-
-class VectorStoreEntry(RetrieverEntry):
-    backend: Literal["vectorstore"]
-    backend_config: VectorStoreSettings
-
-
-class MCPEntry(RetrieverEntry):
-    """Refused at load time, like the seed plugin, until an MCP tool invoker exists."""
-
-    backend: Literal["mcp"]
-    backend_config: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse(cls, data: Any) -> Any:
-        raise ValueError(
-            "backend 'mcp' is not supported: no MCP tool invoker exists yet "
-            "(use external_api for an HTTP search service)"
-        )
-
-
-BackendEntry = Annotated[
-    BM25Entry
-    | QdrantEntry
-    | MilvusEntry
-    | ExternalAPIEntry
-    | OpenAIEntry
-    | VectorStoreEntry
-    | MCPEntry,
-    Field(discriminator="backend"),
-]
-"""A backend a ``hybrid`` may use as its primary or fallback (anything but another hybrid)."""
-
-
-NESTED_BACKENDS = {"bm25", "qdrant", "milvus", "external_api", "openai", "vectorstore", "mcp"}
-
-
-class HybridSettings(HybridOptions):
-    """``backend_config`` of a ``hybrid``: its strategy (owned by ``backends/hybrid.py``) plus
-    a primary and an optional fallback, each a full backend entry."""
-
-    primary: BackendEntry
-    fallback: BackendEntry | None = None
-
-    @field_validator("primary", "fallback", mode="before")
-    @classmethod
-    def _no_nested_hybrid(cls, value: Any) -> Any:
-        if isinstance(value, dict) and value.get("backend") == "hybrid":
-            raise ValueError("a hybrid may not nest a hybrid")
-        return value
-
-    @model_validator(mode="after")
-    def _distinct_names(self) -> HybridSettings:
-        if self.fallback is not None and self.fallback.name == self.primary.name:
-            name = self.primary.name
-            self.primary.name, self.fallback.name = f"{name}-primary", f"{name}-fallback"
-        return self
-
-
-class HybridEntry(RetrieverEntry):
-    """A primary backend with an optional fallback; dense when its primary is."""
-
-    backend: Literal["hybrid"]
-    backend_config: HybridSettings
+    def retrieval_kind(self) -> RetrievalKind:
+        """Which query views the branch takes: dense ones also get HyDE passages."""
+        assert self.spec is not None
+        return self.spec.kind_of(self.backend_config)  # type: ignore[attr-defined]
 
     @property
     def is_dense(self) -> bool:
-        return self.backend_config.primary.is_dense
+        return self.retrieval_kind == "dense"
 
 
-AnyRetrieverEntry = Annotated[
-    BM25Entry
-    | QdrantEntry
-    | MilvusEntry
-    | ExternalAPIEntry
-    | OpenAIEntry
-    | VectorStoreEntry
-    | HybridEntry
-    | MCPEntry,
-    Field(discriminator="backend"),
-]
+def _model_name(backend: str, suffix: str) -> str:
+    return "".join(part.capitalize() for part in backend.split("_")) + suffix
+
+
+def _discriminated(models: list[type[RetrieverEntry]]) -> Any:
+    return Annotated[Union[tuple(models)], Field(discriminator="backend")]  # noqa: UP007
+
+
+def _refused_entry(backend: str, reason: str) -> type[RetrieverEntry]:
+    """An entry model that accepts the backend's name only to refuse it, naming the entry."""
+
+    def refuse(cls: type, data: Any) -> Any:
+        raise ValueError(reason)
+
+    return create_model(
+        _model_name(backend, "Entry"),
+        __base__=RetrieverEntry,
+        __module__=__name__,
+        __validators__={"_refuse": model_validator(mode="before")(classmethod(refuse))},
+        backend=(Literal[backend], ...),
+        backend_config=(dict[str, Any], Field(default_factory=dict)),
+    )
+
+
+def _with_legs(spec: BackendSpec, leg_entry: Any) -> type[BaseModel]:
+    """The backend's settings plus one field per leg, each a full entry of another backend
+    (a backend with legs may not be one); legs that share a name get the leg's as suffix."""
+
+    def no_nesting(cls: type, value: Any) -> Any:
+        nested = value.get("backend") if isinstance(value, dict) else None
+        if nested in BACKENDS and BACKENDS[nested].legs:
+            raise ValueError(f"a {spec.name} may not nest a {nested}")
+        return value
+
+    def distinct_names(self: BaseModel) -> BaseModel:
+        legs = [(leg, getattr(self, leg)) for leg in spec.legs if getattr(self, leg) is not None]
+        names = [entry.name for _, entry in legs]
+        for leg, entry in legs:
+            if names.count(entry.name) > 1:
+                entry.name = f"{entry.name}-{leg}"
+        return self
+
+    fields: dict[str, Any] = {
+        leg: (leg_entry, ...) if required else (leg_entry | None, None)
+        for leg, required in spec.legs.items()
+    }
+    return create_model(
+        _model_name(spec.name, "Settings"),
+        __base__=spec.settings,
+        __module__=__name__,
+        __validators__={
+            "_no_nesting": field_validator(*spec.legs, mode="before")(classmethod(no_nesting)),
+            "_distinct_names": model_validator(mode="after")(distinct_names),
+        },
+        **fields,
+    )
+
+
+def _entry_model(spec: BackendSpec, leg_entry: Any = None) -> type[RetrieverEntry]:
+    """The retriever entry of one backend; ``backend_config`` may be omitted when every field
+    of its settings has a default."""
+    settings = _with_legs(spec, leg_entry) if spec.legs else spec.settings
+    required = any(field.is_required() for field in settings.model_fields.values())
+    model = create_model(
+        _model_name(spec.name, "Entry"),
+        __base__=RetrieverEntry,
+        __module__=__name__,
+        backend=(Literal[spec.name], ...),
+        backend_config=(settings, ...) if required else (settings, Field(default_factory=settings)),
+    )
+    model.spec = spec
+    return model
+
+
+REFUSED_ENTRIES = {name: _refused_entry(name, reason) for name, reason in REFUSED.items()}
+_LEG_ENTRIES = {name: _entry_model(spec) for name, spec in BACKENDS.items() if not spec.legs}
+NESTED_BACKENDS = frozenset(_LEG_ENTRIES) | frozenset(REFUSED)
+"""The ``backend`` values a leg (a hybrid's primary or fallback) may name: every backend
+without legs of its own, refused ones included (so they are refused there too)."""
+LegEntry = _discriminated([*_LEG_ENTRIES.values(), *REFUSED_ENTRIES.values()])
+
+ENTRY_MODELS: dict[str, type[RetrieverEntry]] = {
+    name: _LEG_ENTRIES.get(name) or _entry_model(spec, LegEntry) for name, spec in BACKENDS.items()
+}
+"""The entry model of every registered backend, by ``backend`` value."""
+AnyRetrieverEntry = _discriminated([*ENTRY_MODELS.values(), *REFUSED_ENTRIES.values()])
 
 
 class RewriterConfig(_Strict):
@@ -414,136 +387,3 @@ class PipelineConfig(_Strict):
                 "and every configured retriever is lexical"
             )
         return self
-
-
-def default_config_dict() -> dict[str, Any]:
-    """The embedded defaults: BM25 plus Qdrant local mode on the packaged MiniLM embeddings."""
-    return {
-        "retrievers": [
-            {"name": "lexical", "backend": "bm25"},
-            {"name": "dense", "backend": "qdrant"},
-        ]
-    }
-
-
-def format_validation_error(error: ValidationError, source: str) -> str:
-    """One line per problem: dotted path of the bad field, then what is wrong."""
-    lines = [f"invalid configuration in {source}:"]
-    for problem in error.errors():
-        loc = list(problem["loc"])
-        if len(loc) > 2 and loc[0] == "retrievers" and isinstance(loc[1], int):
-            del loc[2]  # the discriminator tag (backend name) pydantic inserts
-            if loc[2:4] in (["backend_config", "primary"], ["backend_config", "fallback"]):
-                if len(loc) > 4 and loc[4] in NESTED_BACKENDS:
-                    del loc[4]  # the same tag on a hybrid's leg
-        message = problem["msg"].removeprefix("Value error, ")
-        path = ".".join(str(part) for part in loc)
-        lines.append(f"  {path}: {message}" if path else f"  {message}")
-    return "\n".join(lines)
-
-
-def parse_config(
-    data: dict[str, Any] | PipelineConfig,
-    *,
-    source: str = "configuration",
-    extra_retrievers: list[str] | None = None,
-    extra_dense: list[str] | None = None,
-) -> PipelineConfig:
-    """Validate a config mapping; raise ``ConfigError`` naming each bad field."""
-    if isinstance(data, PipelineConfig):
-        data = data.model_dump(exclude_unset=True)
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{source}: the configuration must be a mapping, got {type(data).__name__}"
-        )
-    try:
-        return PipelineConfig.model_validate(
-            data,
-            context={
-                "extra_retrievers": extra_retrievers or [],
-                "extra_dense": extra_dense or [],
-            },
-        )
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, source)) from None
-
-
-def config_path(path: str | os.PathLike | None = None) -> Path | None:
-    """The config file to use: the argument, ``$PARALLEL_RAG_CONFIG``, or ./parallel-rag.yaml."""
-    if path is not None:
-        return Path(path)
-    if os.environ.get(CONFIG_ENV):
-        return Path(os.environ[CONFIG_ENV])
-    default = Path(DEFAULT_CONFIG_FILE)
-    return default if default.exists() else None
-
-
-def load_config(
-    path: str | os.PathLike | None = None,
-    *,
-    extra_retrievers: list[str] | None = None,
-    extra_dense: list[str] | None = None,
-) -> tuple[PipelineConfig, Path]:
-    """Load and validate a YAML config; returns it with the directory relative paths start from.
-
-    With no file anywhere, the embedded defaults are used with the current directory as base.
-    ``extra_retrievers``/``extra_dense`` name retriever objects supplied in code, so a file
-    that relies on them (e.g. ``retrievers: []``) validates with them counted.
-    """
-    extras = {"extra_retrievers": extra_retrievers, "extra_dense": extra_dense}
-    chosen = config_path(path)
-    if chosen is None:
-        return (
-            parse_config(default_config_dict(), source="embedded defaults", **extras),
-            Path.cwd(),
-        )
-    if not chosen.is_file():
-        raise ConfigError(f"config file not found: {chosen}")
-    try:
-        data = yaml.safe_load(chosen.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{chosen}: not valid YAML: {error}") from None
-    return parse_config(data or {}, source=str(chosen), **extras), chosen.parent.resolve()
-
-
-LLM_ENDPOINT_MAX_TOKENS = 512
-
-
-def with_llm_endpoint(
-    config: PipelineConfig,
-    base_url: str | None = None,
-    *,
-    model: str | None = None,
-    rewriter_kind: str | None = None,
-) -> PipelineConfig:
-    """The config with its generator (and, given ``rewriter_kind``, a rewriter) on an
-    OpenAI-compatible endpoint: what ``parallel-rag ask --llm URL [--model M] [--rewriter K]``
-    runs. Without ``model`` the server's first listed model is used. Other ``llm`` settings of
-    the config (api_key, temperature, max_tokens, timeouts) are kept; ``max_tokens`` defaults
-    to ``LLM_ENDPOINT_MAX_TOKENS`` so a small local model cannot ramble to its context limit."""
-    if model is not None and base_url is None:
-        raise ConfigError("--model: only applies together with --llm URL")
-    data = config.model_dump(exclude_unset=True)
-    generator = dict(data.get("generator") or {})
-    llm = generator.get("llm")
-    if base_url is not None:
-        url = normalize_base_url(base_url)
-        kept = {k: v for k, v in (llm or {}).items() if k not in {"model", "base_url", "provider"}}
-        key = kept.get("api_key")
-        secret = key.get_secret_value() if hasattr(key, "get_secret_value") else key
-        llm = {
-            "max_tokens": LLM_ENDPOINT_MAX_TOKENS,
-            **kept,
-            "model": model or served_model_name(url, api_key=secret),
-            "base_url": url,
-        }
-        data["generator"] = {**generator, "kind": "llm", "llm": llm}
-    if rewriter_kind is not None:
-        rewriter = dict(data.get("rewriter") or {})
-        rewriter_llm = llm if base_url is not None else rewriter.get("llm") or llm
-        if rewriter_llm is None:
-            raise ConfigError(
-                "--rewriter: needs --llm URL, or rewriter.llm/generator.llm in the config"
-            )
-        data["rewriter"] = {**rewriter, "kind": rewriter_kind, "llm": rewriter_llm}
-    return parse_config(data, source="configuration with --llm/--rewriter")

@@ -34,8 +34,8 @@ from parallel_rag.graph.configuration import (
     PipelineConfig,
     RerankerConfig,
     RewriterConfig,
-    parse_config,
 )
+from parallel_rag.graph.loading import parse_config
 from pydantic import (
     BaseModel,
     ConfigDict,

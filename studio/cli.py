@@ -14,7 +14,7 @@ EXIT_USAGE = 2
 
 
 def _load(config: str | None):
-    from parallel_rag.graph.configuration import load_config
+    from parallel_rag.graph.loading import load_config
 
     return load_config(config)
 
@@ -168,7 +168,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         request["tenant"] = args.tenant
     coerce_request(request)  # a bad request fails here, before any model or store is loaded
     if args.llm or args.model or args.rewriter:
-        from parallel_rag.graph.configuration import with_llm_endpoint
+        from parallel_rag.studio.llm_endpoint import with_llm_endpoint
 
         pipeline, base_dir = _load(args.config)
         pipeline = with_llm_endpoint(

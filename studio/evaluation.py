@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.studio.document_loading import Chunk
 from parallel_rag.backends.qdrant import write_chunks
-from parallel_rag.graph.components import make_retriever, resolve_path
-from parallel_rag.graph.configuration import BM25Entry, ConfigError, PipelineConfig, QdrantEntry
+from parallel_rag.graph.components import make_retriever
+from parallel_rag.graph.configuration import ConfigError, PipelineConfig
+from parallel_rag.studio.document_loading import Chunk
 from parallel_rag.studio.ingestion import embed_chunks
 
 BEIR_NAMESPACE = uuid.UUID("0c7d3f5e-8a61-4b3a-9f2e-2b6f6c1d9e47")
@@ -85,15 +85,15 @@ def index_corpus(
     chunks = corpus_chunks(corpus)
     vectors = None
     for entry in config.retrievers:
-        if isinstance(entry, BM25Entry):
+        if entry.backend == "bm25":
             settings = entry.backend_config
             BM25Index.from_chunks(
                 [(c.id, c.content, c.metadata) for c in chunks],
                 engine=settings.engine,
                 k1=settings.k1,
                 b=settings.b,
-            ).save(resolve_path(settings.index_path, base_dir))
-        elif isinstance(entry, QdrantEntry):
+            ).save(settings.index_dir(base_dir))
+        elif entry.backend == "qdrant":
             if vectors is None:
                 vectors = embed_chunks(
                     chunks, config.embeddings.model, config.embeddings.device, progress
@@ -152,7 +152,7 @@ def single_retrievers(config: PipelineConfig, base_dir: Path) -> dict[str, Any]:
     return {entry.name: make_retriever(entry, config, base_dir) for entry in config.retrievers}
 
 
-EVALUABLE = (BM25Entry, QdrantEntry)
+EVALUABLE = ("bm25", "qdrant")
 
 
 def evaluate(
@@ -175,7 +175,7 @@ def evaluate(
     from parallel_rag.graph.builder import build_graph
 
     for position, entry in enumerate(config.retrievers):
-        if not isinstance(entry, EVALUABLE):
+        if entry.backend not in EVALUABLE:
             raise ConfigError(
                 f"retrievers.{position}.backend: eval indexes the collection into bm25 and "
                 f"qdrant retrievers only, not {entry.backend!r} ({entry.name})"

@@ -26,9 +26,11 @@ from backend_servers import (
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.json_http import DEFAULT_MAX_RESPONSE_BYTES, BackendRequestError
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.components import make_external_api
-from parallel_rag.graph.configuration import EmbeddingsConfig, ExternalAPIEntry
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.nodes.failure_policy import BlockedError
+
+ExternalAPIEntry = ENTRY_MODELS["external_api"]
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +74,7 @@ def external(backend_config: dict, **entry):
     validated = ExternalAPIEntry.model_validate(
         {"backend": "external_api", "backend_config": backend_config, **entry}
     )
-    return make_external_api(validated, Path.cwd(), EmbeddingsConfig())
+    return build_retriever(validated, Path.cwd(), EmbeddingsConfig())
 
 
 def pinecone_config(server, **extra) -> dict:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 from backend_servers import LoopbackServer, elasticsearch_route
-from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.configuration import load_config
+from parallel_rag.graph.loading import load_config
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.studio.cli import main
 
 pytestmark = pytest.mark.integration

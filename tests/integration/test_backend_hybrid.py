@@ -18,7 +18,8 @@ from backend_servers import (
 )
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.configuration import ConfigError, parse_config
+from parallel_rag.graph.configuration import ConfigError
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
 
 pytestmark = pytest.mark.integration

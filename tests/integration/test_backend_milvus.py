@@ -16,9 +16,12 @@ import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends.milvus import forget_stores
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.components import make_milvus
-from parallel_rag.graph.configuration import EmbeddingsConfig, MilvusEntry, parse_config
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
+
+MilvusEntry = ENTRY_MODELS["milvus"]
 
 pytestmark = pytest.mark.integration
 SERVER_START_TIMEOUT = 60
@@ -117,7 +120,7 @@ def ingested(milvus_uri, corpus_file, tmp_path_factory):
 
 def retriever(uri: str, base_dir: Path, **entry_extra):
     entry = MilvusEntry.model_validate({**milvus_config(uri), **entry_extra})
-    return make_milvus(entry, base_dir, EmbeddingsConfig())
+    return build_retriever(entry, base_dir, EmbeddingsConfig())
 
 
 def test_search_returns_ids_content_metadata_and_cosine_scores(ingested):
@@ -155,7 +158,7 @@ def test_filter_expression_is_anded_with_the_request_filters(ingested):
     uri, base_dir, _ = ingested
     entry = milvus_config(uri)
     entry["backend_config"]["filter_expression"] = 'record_id != "acme-bridge"'
-    vectors = make_milvus(MilvusEntry.model_validate(entry), base_dir, EmbeddingsConfig())
+    vectors = build_retriever(MilvusEntry.model_validate(entry), base_dir, EmbeddingsConfig())
     docs = vectors.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": "acme"})
     assert {d.metadata["record_id"] for d in docs} == {"acme-comet", "acme-unix"}
 
@@ -171,7 +174,7 @@ def test_json_metadata_field_layout(milvus_uri, corpus_file, tmp_path):
     config = pipeline(milvus_uri, tmp_path, collection="json_meta", metadata_field="metadata")
     ingest_paths([corpus_file], config, tmp_path, progress=False)
     entry = milvus_config(milvus_uri, collection="json_meta", metadata_field="metadata")
-    vectors = make_milvus(MilvusEntry.model_validate(entry), tmp_path, EmbeddingsConfig())
+    vectors = build_retriever(MilvusEntry.model_validate(entry), tmp_path, EmbeddingsConfig())
     docs = vectors.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": "globex"})
     assert len(docs) == 3 and {d.metadata["tenant"] for d in docs} == {"globex"}
     assert all(len(d.id) == 36 for d in docs)

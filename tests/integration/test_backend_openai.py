@@ -12,8 +12,10 @@ from backend_servers import BRIDGE_QUESTION, TENANT_DOCS, LoopbackServer, Vector
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.json_http import BackendRequestError
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.components import make_openai
-from parallel_rag.graph.configuration import ConfigError, EmbeddingsConfig, OpenAIEntry
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, ConfigError, EmbeddingsConfig
+
+OpenAIEntry = ENTRY_MODELS["openai"]
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +39,7 @@ def openai_retriever(backend_config: dict, **entry):
     validated = OpenAIEntry.model_validate(
         {"backend": "openai", "backend_config": backend_config, **entry}
     )
-    return make_openai(validated, Path.cwd(), EmbeddingsConfig())
+    return build_retriever(validated, Path.cwd(), EmbeddingsConfig())
 
 
 def test_search_request_and_page_parsing(server):

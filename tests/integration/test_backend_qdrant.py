@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.components import make_qdrant
-from parallel_rag.graph.configuration import EmbeddingsConfig, QdrantEntry, parse_config
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
+
+QdrantEntry = ENTRY_MODELS["qdrant"]
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +52,9 @@ def ingested(request, corpus_file, tmp_path_factory):
 
 
 def retriever(entry: dict, base_dir: Path, **extra):
-    return make_qdrant(QdrantEntry.model_validate({**entry, **extra}), base_dir, EmbeddingsConfig())
+    return build_retriever(
+        QdrantEntry.model_validate({**entry, **extra}), base_dir, EmbeddingsConfig()
+    )
 
 
 def test_search_returns_ids_content_metadata_and_scores(ingested):

@@ -14,9 +14,11 @@ import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends.vectorstore import CURRENT_FILE, VectorStoreSettings, open_store
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.components import make_vectorstore
-from parallel_rag.graph.configuration import EmbeddingsConfig, VectorStoreEntry
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.studio.cli import main
+
+VectorStoreEntry = ENTRY_MODELS["vectorstore"]
 
 pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +60,7 @@ def kb(root: Path, **settings) -> object:
     entry = VectorStoreEntry.model_validate(
         {"backend": "vectorstore", "backend_config": {"vector_store_id": "kb", **settings}}
     )
-    return make_vectorstore(entry, root, EmbeddingsConfig())
+    return build_retriever(entry, root, EmbeddingsConfig())
 
 
 def test_ingest_store_creates_a_named_store_on_disk(workspace):
@@ -149,7 +151,7 @@ def test_missing_store_is_a_clear_error(workspace):
         {"backend": "vectorstore", "backend_config": {"vector_store_id": "nope"}}
     )
     with pytest.raises(LookupError, match="ingest --store nope"):
-        make_vectorstore(entry, root, EmbeddingsConfig()).invoke("q")
+        build_retriever(entry, root, EmbeddingsConfig()).invoke("q")
 
 
 def test_store_refuses_another_embedding_model(workspace):
@@ -157,7 +159,7 @@ def test_store_refuses_another_embedding_model(workspace):
     entry = VectorStoreEntry.model_validate(
         {"backend": "vectorstore", "backend_config": {"vector_store_id": "kb"}}
     )
-    other = make_vectorstore(entry, root, EmbeddingsConfig(model="some/other-model"))
+    other = build_retriever(entry, root, EmbeddingsConfig(model="some/other-model"))
     with pytest.raises(ValueError, match="was built with sentence-transformers/all-MiniLM-L6-v2"):
         other.invoke("q")
 

@@ -7,14 +7,15 @@ BM25 ranks first drops below the relevant passage once the branch is reranked by
 from __future__ import annotations
 
 import pytest
+from parallel_rag.graph import ConfigError, build_graph
+from parallel_rag.graph.components import make_retriever, make_scorer
+from parallel_rag.graph.configuration import RerankerConfig
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.rerank.scorers import (
     EmbeddingSimilarityScorer,
     QueryOverBudgetError,
     TokenBudgetError,
 )
-from parallel_rag.graph import ConfigError, build_graph
-from parallel_rag.graph.components import make_retriever, make_scorer
-from parallel_rag.graph.configuration import RerankerConfig, parse_config
 from parallel_rag.studio.evaluation import index_corpus, ranked_doc_ids
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.graph.configuration import parse_config
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import (
     index_corpus,
     load_beir,

@@ -26,12 +26,12 @@ import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS, LoopbackServer, custom_route
 from parallel_rag.backends.base import StoreInUseError
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.graph.configuration import load_config
-from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.graph.loading import load_config
 from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.studio.cli import main
+from parallel_rag.studio.ingestion import ingest_paths
 
 pytestmark = pytest.mark.integration
 

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.backends.milvus import MilvusSettings, open_store
 from parallel_rag.backends.qdrant import QdrantSettings, shared_client
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.graph.configuration import load_config
-from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.cli import main
+from parallel_rag.studio.document_loading import load_chunks
+from parallel_rag.studio.ingestion import ingest_paths
 
 pytestmark = pytest.mark.integration
 

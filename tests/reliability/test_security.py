@@ -37,14 +37,14 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langgraph_sdk import get_client
 from llama_cpp import Llama
-from parallel_rag.nodes import prompts
-from parallel_rag.nodes.chat_models import smollm2_gguf_path
-from parallel_rag.nodes.generate.generators import format_evidence, neutralize
 from parallel_rag.backends.milvus import MilvusSettings, milvus_expression, open_store
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.graph.configuration import load_config
-from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.graph.loading import load_config
+from parallel_rag.nodes import prompts
+from parallel_rag.nodes.chat_models import smollm2_gguf_path
 from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.generate.generators import format_evidence, neutralize
+from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.langserve_app import create_app
 from studio_servers import (
     BIN,

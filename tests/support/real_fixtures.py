@@ -26,7 +26,7 @@ def example_questions() -> list[dict]:
 @pytest.fixture(scope="session")
 def example_index(tmp_path_factory):
     """The example corpus ingested with the embedded defaults into a fresh directory."""
-    from parallel_rag.graph.configuration import load_config
+    from parallel_rag.graph.loading import load_config
     from parallel_rag.studio.ingestion import ingest_paths
 
     base_dir = tmp_path_factory.mktemp("example-index")

@@ -1,5 +1,5 @@
-"""Load-time validation and request translation of the seed's backends (issue: "Startup
-validation names the field"), all offline: no store is opened and no request is sent."""
+"""Load-time validation of every backend's settings (errors name the field) and request
+translation, all offline: no store is opened and no request is sent."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.backends.json_http import display_url, effective_max_bytes
 from parallel_rag.backends.milvus import MilvusRetriever, check_filter_expression, milvus_expression
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever, openai_filters
+from parallel_rag.backends.registry import BACKENDS
 from parallel_rag.backends.secrets import REDACTED, redact, register_secrets
 from parallel_rag.backends.vectorstore import VectorStoreRetriever
-from parallel_rag.graph.components import RETRIEVER_FACTORIES, make_retriever
-from parallel_rag.graph.configuration import ConfigError, parse_config
+from parallel_rag.graph.components import make_retriever
+from parallel_rag.graph.configuration import ConfigError
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import writable_targets
 
 BM25 = {"name": "lexical", "backend": "bm25"}
@@ -336,7 +338,7 @@ def test_settings_never_print_their_keys():
 
 
 def test_every_seed_backend_has_a_factory():
-    assert set(RETRIEVER_FACTORIES) == {
+    assert set(BACKENDS) == {
         "bm25",
         "qdrant",
         "milvus",

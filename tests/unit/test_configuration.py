@@ -1,4 +1,4 @@
-"""Configuration (DESIGN §4 Fan-out / Failure policy, §5): load-time errors name the bad field."""
+"""Configuration: load-time errors name the bad field; 2 to 4 retrievers, failure policies."""
 
 from __future__ import annotations
 
@@ -6,13 +6,10 @@ import textwrap
 
 import pytest
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.configuration import (
-    ConfigError,
-    PipelineConfig,
-    QdrantEntry,
-    load_config,
-    parse_config,
-)
+from parallel_rag.graph.configuration import ENTRY_MODELS, ConfigError, PipelineConfig
+from parallel_rag.graph.loading import load_config, parse_config
+
+QdrantEntry = ENTRY_MODELS["qdrant"]
 
 BM25 = {"name": "lexical", "backend": "bm25"}
 QDRANT = {"name": "dense", "backend": "qdrant"}

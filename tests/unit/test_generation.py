@@ -8,6 +8,7 @@ import re
 import pytest
 from evidence_structure import split_evidence
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from parallel_rag.graph import build_graph
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.generate.generators import (
     ChatModelGenerator,
@@ -18,9 +19,8 @@ from parallel_rag.nodes.generate.generators import (
     neutralize,
     split_sentences,
 )
-from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
-from parallel_rag.graph import build_graph
 from parallel_rag.nodes.generate.node import GenerateNode
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 
 QUESTION = "When was the Eiffel Tower built?"
 DOCS = [
@@ -345,7 +345,7 @@ def test_generator_settings_from_config(fakes):
 @pytest.mark.parametrize("size", [0, 7])
 def test_extractive_sentence_cache_size_from_config(size):
     from parallel_rag.graph.components import make_generator
-    from parallel_rag.graph.configuration import parse_config
+    from parallel_rag.graph.loading import parse_config
 
     config = parse_config({"generator": {"sentence_cache_size": size}}, extra_retrievers=["a", "b"])
     generator = make_generator(config.generator, None, config.embeddings)
@@ -353,7 +353,8 @@ def test_extractive_sentence_cache_size_from_config(size):
 
 
 def test_a_negative_sentence_cache_size_is_refused_naming_the_field():
-    from parallel_rag.graph.configuration import ConfigError, parse_config
+    from parallel_rag.graph.configuration import ConfigError
+    from parallel_rag.graph.loading import parse_config
 
     with pytest.raises(ConfigError, match="generator.sentence_cache_size"):
         parse_config({"generator": {"sentence_cache_size": -1}}, extra_retrievers=["a", "b"])

@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from langchain_openai import ChatOpenAI
+from parallel_rag.graph.configuration import ConfigError
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes import chat_models
 from parallel_rag.nodes.chat_models import (
     ChatModelSettings,
@@ -17,13 +19,8 @@ from parallel_rag.nodes.chat_models import (
     served_model_name,
     smollm2_gguf_path,
 )
-from parallel_rag.graph.configuration import (
-    LLM_ENDPOINT_MAX_TOKENS,
-    ConfigError,
-    parse_config,
-    with_llm_endpoint,
-)
 from parallel_rag.studio.cli import build_parser, main
+from parallel_rag.studio.llm_endpoint import LLM_ENDPOINT_MAX_TOKENS, with_llm_endpoint
 from pydantic import SecretStr
 
 BASE = {

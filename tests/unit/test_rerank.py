@@ -12,12 +12,8 @@ import json
 import pytest
 from fake_scorer import FakeScorer
 from parallel_rag.graph import build_graph
-from parallel_rag.graph.configuration import (
-    DEFAULT_RERANK_CANDIDATES,
-    ConfigError,
-    RerankerConfig,
-    parse_config,
-)
+from parallel_rag.graph.configuration import DEFAULT_RERANK_CANDIDATES, ConfigError, RerankerConfig
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.rerank.cross_encoder import (
     EXITS_FILE,

@@ -5,16 +5,17 @@ and the failure policy; ``tests/integration/test_rerank_llm.py`` runs it on Smol
 from __future__ import annotations
 
 import pytest
+from parallel_rag.graph import build_graph
+from parallel_rag.graph.configuration import ConfigError
+from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes import prompts
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.rerank.listwise import (
     ListwiseLLMScorer,
     parse_ranking,
     window_starts,
 )
 from parallel_rag.nodes.rerank.scorers import ScorerError, TokenBudgetError
-from parallel_rag.graph import build_graph
-from parallel_rag.graph.configuration import ConfigError, parse_config
-from parallel_rag.nodes.failure_policy import BlockedError
 
 TWO = [
     {"name": "a", "backend": "bm25", "backend_config": {"index_path": "a"}},

@@ -1,0 +1,110 @@
+"""Loading the pipeline configuration: which file (argument, ``$PARALLEL_RAG_CONFIG``,
+./parallel-rag.yaml, else the embedded defaults), YAML parsing, and validation errors rewritten
+to one line per problem naming the field by its path in the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from parallel_rag.backends.registry import BACKENDS
+from parallel_rag.graph.configuration import NESTED_BACKENDS, ConfigError, PipelineConfig
+from pydantic import ValidationError
+
+DEFAULT_CONFIG_FILE = "parallel-rag.yaml"
+CONFIG_ENV = "PARALLEL_RAG_CONFIG"
+LEG_FIELDS = frozenset(leg for spec in BACKENDS.values() for leg in spec.legs)
+
+
+def default_config_dict() -> dict[str, Any]:
+    """The embedded defaults: BM25 plus Qdrant local mode on the packaged MiniLM embeddings."""
+    return {
+        "retrievers": [
+            {"name": "lexical", "backend": "bm25"},
+            {"name": "dense", "backend": "qdrant"},
+        ]
+    }
+
+
+def format_validation_error(error: ValidationError, source: str) -> str:
+    """One line per problem: dotted path of the bad field, then what is wrong. The backend
+    names pydantic inserts into the path of an entry (and of a leg inside it) are dropped, so
+    the path is the one written in the file."""
+    lines = [f"invalid configuration in {source}:"]
+    for problem in error.errors():
+        loc = list(problem["loc"])
+        if len(loc) > 2 and loc[0] == "retrievers" and isinstance(loc[1], int):
+            del loc[2]  # the discriminator tag (backend name) pydantic inserts
+            if len(loc) > 4 and loc[2] == "backend_config" and loc[3] in LEG_FIELDS:
+                if loc[4] in NESTED_BACKENDS:
+                    del loc[4]  # the same tag on a leg
+        message = problem["msg"].removeprefix("Value error, ")
+        path = ".".join(str(part) for part in loc)
+        lines.append(f"  {path}: {message}" if path else f"  {message}")
+    return "\n".join(lines)
+
+
+def parse_config(
+    data: dict[str, Any] | PipelineConfig,
+    *,
+    source: str = "configuration",
+    extra_retrievers: list[str] | None = None,
+    extra_dense: list[str] | None = None,
+) -> PipelineConfig:
+    """Validate a config mapping; raise ``ConfigError`` naming each bad field."""
+    if isinstance(data, PipelineConfig):
+        data = data.model_dump(exclude_unset=True)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: the configuration must be a mapping, got {type(data).__name__}"
+        )
+    try:
+        return PipelineConfig.model_validate(
+            data,
+            context={
+                "extra_retrievers": extra_retrievers or [],
+                "extra_dense": extra_dense or [],
+            },
+        )
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, source)) from None
+
+
+def config_path(path: str | os.PathLike | None = None) -> Path | None:
+    """The config file to use: the argument, ``$PARALLEL_RAG_CONFIG``, or ./parallel-rag.yaml."""
+    if path is not None:
+        return Path(path)
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    default = Path(DEFAULT_CONFIG_FILE)
+    return default if default.exists() else None
+
+
+def load_config(
+    path: str | os.PathLike | None = None,
+    *,
+    extra_retrievers: list[str] | None = None,
+    extra_dense: list[str] | None = None,
+) -> tuple[PipelineConfig, Path]:
+    """Load and validate a YAML config; returns it with the directory relative paths start from.
+
+    With no file anywhere, the embedded defaults are used with the current directory as base.
+    ``extra_retrievers``/``extra_dense`` name retriever objects supplied in code, so a file
+    that relies on them (e.g. ``retrievers: []``) validates with them counted.
+    """
+    extras = {"extra_retrievers": extra_retrievers, "extra_dense": extra_dense}
+    chosen = config_path(path)
+    if chosen is None:
+        return (
+            parse_config(default_config_dict(), source="embedded defaults", **extras),
+            Path.cwd(),
+        )
+    if not chosen.is_file():
+        raise ConfigError(f"config file not found: {chosen}")
+    try:
+        data = yaml.safe_load(chosen.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{chosen}: not valid YAML: {error}") from None
+    return parse_config(data or {}, source=str(chosen), **extras), chosen.parent.resolve()
