@@ -1,0 +1,225 @@
+"""The backend registry: every registered backend declares a settings model, a factory and a
+retrieval kind, and, when ingest can write it, a store writer that implements the one declared
+``StoreWriter`` protocol. The configuration schema is derived from the same registry."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from parallel_rag.backends.base import (
+    BackendContext,
+    BackendSpec,
+    ChunkBatch,
+    StoreWriter,
+)
+from parallel_rag.backends.registry import BACKENDS, REFUSED
+from parallel_rag.graph.configuration import ENTRY_MODELS, NESTED_BACKENDS
+from parallel_rag.graph.loading import parse_config
+from parallel_rag.studio.ingestion import ingest_paths
+from pydantic import BaseModel
+
+WRITABLE = sorted(name for name, spec in BACKENDS.items() if spec.store is not None)
+PROTOCOL_METHODS = ("open", "fingerprints", "write")
+
+
+def context(tmp_path: Path) -> BackendContext:
+    return BackendContext(tmp_path, "bundled", "cpu")
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_every_backend_has_settings_a_factory_and_a_kind(name):
+    spec = BACKENDS[name]
+    assert isinstance(spec, BackendSpec) and spec.name == name
+    assert issubclass(spec.settings, BaseModel)
+    assert callable(spec.factory)
+    assert spec.kind in ("lexical", "dense") or callable(spec.kind)
+    refusal = spec.threshold_refusal
+    assert refusal is None or callable(refusal) or (isinstance(refusal, str) and refusal)
+    for leg in spec.legs:
+        assert leg not in spec.settings.model_fields  # legs are added by the configuration
+
+
+@pytest.mark.parametrize("name", WRITABLE)
+def test_writable_backends_have_a_store_writer_that_implements_the_protocol(name, tmp_path):
+    spec = BACKENDS[name]
+    writer = spec.store(spec.settings.model_construct(), context(tmp_path))
+    assert isinstance(writer, StoreWriter)
+    assert isinstance(writer.needs_vectors, bool)
+    for method in PROTOCOL_METHODS:
+        declared = inspect.signature(getattr(StoreWriter, method))
+        implemented = inspect.signature(getattr(type(writer), method))
+        assert list(implemented.parameters) == list(declared.parameters), method
+
+
+def test_the_writable_backends_are_the_stores_ingest_writes():
+    assert WRITABLE == ["bm25", "milvus", "qdrant", "vectorstore"]
+
+
+def test_the_configuration_schema_is_derived_from_the_registry():
+    assert set(ENTRY_MODELS) == set(BACKENDS)
+    for name, model in ENTRY_MODELS.items():
+        assert model.spec is BACKENDS[name]
+        settings = model.model_fields["backend_config"].annotation
+        assert issubclass(settings, BACKENDS[name].settings)
+        assert set(BACKENDS[name].legs) <= set(settings.model_fields)
+    legs = {name for name, spec in BACKENDS.items() if not spec.legs}
+    assert NESTED_BACKENDS == legs | set(REFUSED)
+    assert not set(REFUSED) & set(BACKENDS)
+
+
+def test_the_entry_kind_follows_the_registered_rule():
+    lexical = {"endpoint": "http://e/i/_search", "request_format": "elasticsearch"}
+    config = parse_config(
+        {
+            "retrievers": [
+                {"backend": "bm25"},
+                {"backend": "qdrant"},
+                {"backend": "external_api", "backend_config": lexical},
+                {"backend": "hybrid", "backend_config": {"primary": {"backend": "qdrant"}}},
+            ]
+        }
+    )
+    assert [e.retrieval_kind for e in config.retrievers] == ["lexical", "dense", "lexical", "dense"]
+
+
+def chunk_batch(writer: StoreWriter, *ids: str, file_id: str) -> ChunkBatch:
+    metadatas = [{"file_id": file_id, "chunk_hash": f"h-{i}"} for i in ids]
+    vectors = [[1.0, float(n)] for n, _ in enumerate(ids)] if writer.needs_vectors else None
+    return ChunkBatch(list(ids), [f"text of {i}" for i in ids], metadatas, vectors)
+
+
+@pytest.mark.parametrize(
+    ("name", "backend_config"), [("bm25", {}), ("vectorstore", {"vector_store_id": "kb"})]
+)
+def test_a_store_writer_replaces_a_files_chunks_and_reports_what_it_holds(
+    name, backend_config, tmp_path
+):
+    spec = BACKENDS[name]
+    writer = spec.store(spec.settings.model_validate(backend_config), context(tmp_path))
+    writer.open()
+    assert writer.fingerprints(["a"]) in (None, set())  # nothing stored yet
+    writer.write(chunk_batch(writer, "a1", "a2", file_id="a"), ["a"])
+    writer.write(chunk_batch(writer, "b1", file_id="b"), ["b"])
+    assert writer.fingerprints(["a", "b"]) == {
+        ("a1", "a", "h-a1"),
+        ("a2", "a", "h-a2"),
+        ("b1", "b", "h-b1"),
+    }
+    writer.write(chunk_batch(writer, "a3", file_id="a"), ["a"])  # a file's chunks, replaced whole
+    assert writer.fingerprints(["a"]) == {("a3", "a", "h-a3")}
+    writer.write(chunk_batch(writer, file_id="b"), ["b"])  # an empty batch only deletes
+    assert writer.fingerprints(["a", "b"]) == {("a3", "a", "h-a3")}
+
+
+def test_ingest_writes_every_registered_store_a_config_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.md").write_text("# A\nAda Lovelace wrote the first program.\n")
+    config = parse_config(
+        {
+            "retrievers": [
+                {"backend": "bm25"},
+                {
+                    "backend": "external_api",
+                    "backend_config": {
+                        "endpoint": "http://e/i/_search",
+                        "request_format": "elasticsearch",
+                    },
+                },
+            ]
+        }
+    )
+    report = ingest_paths([tmp_path / "a.md"], config, tmp_path, progress=False)
+    assert report.indexes == ["bm25 (bm25)"] and report.embedded == 0
+    again = ingest_paths([tmp_path / "a.md"], config, tmp_path, progress=False)
+    assert again.unchanged == ["bm25 (bm25)"]
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+GUIDE = REPO_ROOT / "docs" / "adding-a-backend.md"
+# Run in a fresh interpreter: the guide's module becomes parallel_rag.backends.grep, the guide's
+# line is added to a copy of registry.py, then the configuration is derived as usual.
+WITH_GREP = """
+import json, re, sys, types
+from pathlib import Path
+
+guide, registry_file, workdir = sys.argv[1:4]
+text = Path(guide).read_text(encoding="utf-8")
+module_code = re.search(r"```python\\n(.*?)```", text, re.S).group(1)
+added = re.findall(r"^\\+(.*)$", re.search(r"```diff\\n(.*?)```", text, re.S).group(1), re.M)
+
+def install(name, code):
+    module = types.ModuleType(name)
+    module.__file__ = name
+    sys.modules[name] = module
+    exec(compile(code, name, "exec"), module.__dict__)
+
+import parallel_rag.backends.base  # noqa: F401  (the package and the contract exist first)
+install("parallel_rag.backends.grep", module_code)
+registry = Path(registry_file).read_text(encoding="utf-8")
+anchor = '    "hybrid",\\n'
+install("parallel_rag.backends.registry", registry.replace(anchor, anchor + added[0] + "\\n", 1))
+
+from parallel_rag.graph import ConfigError, build_graph
+from parallel_rag.graph.loading import parse_config
+
+notes = {"backend": "grep", "backend_config": {"folder": "notes"}}
+errors = []
+for bad in ({"backend": "grep"}, {**notes, "similarity_threshold": 0.5}):
+    try:
+        parse_config({"retrievers": [notes, {**bad, "name": "bad"}]})
+    except ConfigError as error:
+        errors.append(str(error).splitlines()[1].strip())
+graph = build_graph(
+    {
+        "retrievers": [
+            {**notes, "name": "notes"},
+            {"name": "kb", "backend": "hybrid", "backend_config": {"primary": notes}},
+        ],
+        "generator": {"min_similarity": None},
+    },
+    base_dir=workdir,
+)
+result = graph.invoke({"query": "Who wrote the first program?", "filters": {"source": "ada.md"}})
+print(json.dumps({
+    "errors": errors,
+    "answer": result["answer"],
+    "sources": [d["metadata"]["source"] for d in result["documents"]],
+    "branches": {b["retriever"]: b["status"] for b in result["branches"]},
+}))
+"""
+
+
+def test_the_guides_backend_is_one_module_plus_one_registry_line(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "ada.md").write_text("Ada Lovelace wrote the first program, for the Engine.\n")
+    (notes / "bees.md").write_text("Bees wrote nothing; they dance to show where food is.\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITH_GREP,
+            str(GUIDE),
+            str(REPO_ROOT / "backends" / "registry.py"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome["errors"] == [
+        "retrievers.1.backend_config: Field required",
+        "retrievers.1.similarity_threshold: does not apply to grep: its scores are shares of "
+        "query words, not a similarity",
+    ]
+    assert outcome["sources"] == ["ada.md"]  # the filter reached the backend
+    assert "Ada Lovelace" in outcome["answer"]
+    assert outcome["branches"] == {"notes": "ok", "kb": "ok"}
