@@ -23,7 +23,8 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
-from pydantic import BaseModel
+from parallel_rag.backends.embeddings import BUNDLED
+from pydantic import BaseModel, Field
 
 SCORE_KEY = "retrieval_score"
 """Metadata key under which a backend reports a document's retrieval score."""
@@ -98,6 +99,20 @@ class SearchKwargsRetriever(BaseRetriever):
             run_manager=run_manager.get_sync(),
             **kwargs,
         )
+
+
+class DenseStoreRetriever(SearchKwargsRetriever):
+    """Base for dense retrievers over a store: the fields ``settings_factory`` fills besides the
+    subclass's ``settings`` (the config's directory, hits per call, similarity threshold and
+    the embedding model queries are embedded with)."""
+
+    retrieval_kind: ClassVar[RetrievalKind] = "dense"
+
+    base_dir: Path | None = None
+    k: int = Field(default=10, gt=0)
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    embedding_model: str = BUNDLED
+    device: str = "cpu"
 
 
 # ------------------------------------------------------------------------------ registry entries
@@ -226,6 +241,15 @@ class StoreWriter(Protocol):
     def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
         """Delete every chunk of ``replace_file_ids``, then add the batch (an empty batch
         only deletes). A store killed halfway converges when the same write runs again."""
+
+
+@dataclass
+class SettingsStore:
+    """Base of a ``StoreWriter``: the backend's validated settings and the shared context."""
+
+    settings: Any
+    context: BackendContext
+    needs_vectors: ClassVar[bool] = True
 
 
 RetrievalKindRule = RetrievalKind | Callable[[Any], RetrievalKind]

@@ -62,7 +62,6 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from parallel_rag.backends.atomic_files import restore_moved_aside, write_directory
 from parallel_rag.backends.base import (
-    BackendContext,
     BackendSpec,
     BuildRequest,
     ChunkBatch,
@@ -70,6 +69,7 @@ from parallel_rag.backends.base import (
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
+    SettingsStore,
     matches_filter,
     resolve_path,
     scored_document,
@@ -720,12 +720,10 @@ def build_retriever(request: BuildRequest) -> BM25Retriever:
 
 
 @dataclass
-class BM25Store:
+class BM25Store(SettingsStore):
     """Ingest's writer for a BM25 index: a write rebuilds the index with the replaced files'
     chunks swapped for the new ones and saves it atomically."""
 
-    settings: BM25Settings
-    context: BackendContext
     needs_vectors: ClassVar[bool] = False
     _index: BM25Index | None = field(default=None, init=False, repr=False)
 

@@ -25,20 +25,18 @@ import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
-    BackendContext,
     BackendSpec,
     ChunkBatch,
+    DenseStoreRetriever,
     Fingerprint,
     MetadataFilter,
-    RetrievalKind,
-    SearchKwargsRetriever,
+    SettingsStore,
     StoreInUseError,
     scored_document,
     settings_factory,
@@ -319,17 +317,10 @@ def _collection_metric(store: Any, collection: str, vector_field: str) -> str | 
     return None
 
 
-class MilvusRetriever(SearchKwargsRetriever):
+class MilvusRetriever(DenseStoreRetriever):
     """Dense retriever over a Milvus collection; usable alone in any LangChain chain."""
 
-    retrieval_kind: ClassVar[RetrievalKind] = "dense"
-
     settings: MilvusSettings
-    base_dir: Path | None = None
-    k: int = Field(default=10, gt=0)
-    score_threshold: float | None = Field(default=None, ge=0, le=1)
-    embedding_model: str = BUNDLED
-    device: str = "cpu"
     _output_fields: list[str] = PrivateAttr(default_factory=list)
 
     def _guard(self):
@@ -489,13 +480,8 @@ def write_chunks(
             client.flush(settings.collection)
 
 
-@dataclass
-class MilvusStore:
+class MilvusStore(SettingsStore):
     """Ingest's writer for a Milvus collection."""
-
-    settings: MilvusSettings
-    context: BackendContext
-    needs_vectors: ClassVar[bool] = True
 
     def open(self) -> None:
         c = self.context

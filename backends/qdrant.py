@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
-    BackendContext,
     BackendSpec,
     ChunkBatch,
+    DenseStoreRetriever,
     Fingerprint,
     MetadataFilter,
-    SearchKwargsRetriever,
+    SettingsStore,
     StoreInUseError,
     scored_document,
     settings_factory,
 )
-from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.embeddings import load_embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from qdrant_client import QdrantClient, models
 
@@ -122,17 +121,10 @@ def qdrant_filter(filters: MetadataFilter | None, metadata_field: str) -> models
     return models.Filter(must=conditions)
 
 
-class QdrantRetriever(SearchKwargsRetriever):
+class QdrantRetriever(DenseStoreRetriever):
     """Dense retriever over a Qdrant collection; usable alone in any LangChain chain."""
 
-    retrieval_kind: ClassVar[str] = "dense"
-
     settings: QdrantSettings = Field(default_factory=QdrantSettings)
-    base_dir: Path | None = None
-    k: int = Field(default=10, gt=0)
-    score_threshold: float | None = Field(default=None, ge=0, le=1)
-    embedding_model: str = BUNDLED
-    device: str = "cpu"
     _store: Any = PrivateAttr(default=None)
 
     def _vector_store(self):
@@ -267,13 +259,8 @@ def write_chunks(
             client.upsert(settings.collection, points=points)
 
 
-@dataclass
-class QdrantStore:
+class QdrantStore(SettingsStore):
     """Ingest's writer for a Qdrant collection."""
-
-    settings: QdrantSettings
-    context: BackendContext
-    needs_vectors: ClassVar[bool] = True
 
     def open(self) -> None:
         shared_client(self.settings.connection_key(self.context.base_dir), self.settings.api_key)

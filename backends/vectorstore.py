@@ -31,20 +31,19 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.atomic_files import write_directory, write_file
 from parallel_rag.backends.base import (
-    BackendContext,
     BackendSpec,
     ChunkBatch,
+    DenseStoreRetriever,
     Fingerprint,
     MetadataFilter,
-    RetrievalKind,
-    SearchKwargsRetriever,
+    SettingsStore,
     matches_filter,
     scored_document,
     settings_factory,
@@ -286,17 +285,10 @@ def write_chunks(
         return manifest
 
 
-class VectorStoreRetriever(SearchKwargsRetriever):
+class VectorStoreRetriever(DenseStoreRetriever):
     """Dense retriever over a managed store; usable alone in any LangChain chain."""
 
-    retrieval_kind: ClassVar[RetrievalKind] = "dense"
-
     settings: VectorStoreSettings
-    base_dir: Path | None = None
-    k: int = Field(default=10, gt=0)
-    score_threshold: float | None = Field(default=None, ge=0, le=1)
-    embedding_model: str = BUNDLED
-    device: str = "cpu"
 
     def _get_relevant_documents(
         self,
@@ -327,13 +319,8 @@ class VectorStoreRetriever(SearchKwargsRetriever):
         ]
 
 
-@dataclass
-class ManagedStore:
+class ManagedStore(SettingsStore):
     """Ingest's writer for a managed vector store."""
-
-    settings: VectorStoreSettings
-    context: BackendContext
-    needs_vectors: ClassVar[bool] = True
 
     def open(self) -> None:
         """Nothing to take ahead: a write holds the store's file lock while it runs."""
