@@ -5,16 +5,22 @@ Each component that can fail (rewriter, retriever, fallback, reranker, generator
 the request with a ``BlockedError`` (HTTP 503 on servers), ``warn`` gives the caller the warning
 text the result carries, ``skip`` gives nothing. The failure is logged under every policy. The
 node decides what the request gets instead (the original query, retrieval order, no answer).
+``attempt`` runs a component's call under its policy, letting LangGraph's own control flow
+(interrupts) through untouched.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
 
+from langgraph.errors import GraphBubbleUp
 from parallel_rag.backends.secrets import describe_error
 
 FailurePolicy = Literal["skip", "warn", "block"]
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -55,3 +61,27 @@ def apply_failure_policy(
     if policy == "block":
         raise BlockedError(component, reason) from cause
     return f"{warning}: {reason}" if policy == "warn" else None
+
+
+@dataclass
+class Attempt(Generic[T]):
+    """A component call's outcome: its ``value``, or ``failed`` with the result's ``warnings``
+    (one under ``warn``, none under ``skip``)."""
+
+    value: T | None = None
+    failed: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def attempt(
+    call: Callable[[], T], policy: FailurePolicy, component: str, *, warning: str
+) -> Attempt[T]:
+    """Run ``call()``; its failure goes through ``apply_failure_policy``. LangGraph's control
+    flow (``GraphBubbleUp``: interrupts) is not a failure and propagates."""
+    try:
+        return Attempt(call())
+    except GraphBubbleUp:
+        raise
+    except Exception as error:
+        text = apply_failure_policy(policy, component, error, warning=warning)
+        return Attempt(failed=True, warnings=[text] if text else [])

@@ -14,8 +14,7 @@ import time
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.errors import GraphBubbleUp
-from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
+from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
 from parallel_rag.nodes.generate.generators import GeneratedAnswer
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.nodes.records import Citation
@@ -33,18 +32,16 @@ class GenerateNode:
         documents = state.get("documents") or []
         generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [])
         if documents:
-            try:
-                generated = self.generator.generate(state["query"], documents, config)
-            except GraphBubbleUp:
-                raise  # interrupts and other control flow belong to LangGraph
-            except Exception as error:
-                warning = apply_failure_policy(
-                    self.on_failure,
-                    "generator",
-                    error,
-                    warning="generator failed, no answer generated",
-                )
-                generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [], [warning] if warning else [])
+            done = attempt(
+                lambda: self.generator.generate(state["query"], documents, config),
+                self.on_failure,
+                "generator",
+                warning="generator failed, no answer generated",
+            )
+            if done.failed:  # nothing is invented: the insufficient-evidence sentence
+                generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [], done.warnings)
+            else:
+                generated = done.value
         citations = [
             Citation(
                 number=n,

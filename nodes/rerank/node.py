@@ -16,7 +16,7 @@ import numbers
 import time
 from typing import Any, Protocol
 
-from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
+from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
 from parallel_rag.nodes.records import BranchHit, BranchResult
 
 
@@ -73,18 +73,21 @@ def make_rerank_node(
             return {"branch_results": [result]}
         started = time.perf_counter()
         hits = result["hits"]
-        try:
+
+        def reranked() -> list[BranchHit]:
             candidates = [h["content"] for h in hits[: scored_count(hits, max_candidates)]]
             scores = list(scorer.score(task["query"], candidates))
-            result["hits"] = rerank_hits(hits, scores, top_k, max_candidates=max_candidates)
-        except Exception as exc:
-            warning = apply_failure_policy(
-                on_failure,
-                f"reranker on branch '{result['branch']}'",
-                exc,
-                warning=f"reranker failed on branch '{result['branch']}', kept retrieval order",
-            )
-            result["warning"] = "; ".join(filter(None, [result["warning"], warning]))
+            return rerank_hits(hits, scores, top_k, max_candidates=max_candidates)
+
+        done = attempt(
+            reranked,
+            on_failure,
+            f"reranker on branch '{result['branch']}'",
+            warning=f"reranker failed on branch '{result['branch']}', kept retrieval order",
+        )
+        if not done.failed:
+            result["hits"] = done.value
+        result["warning"] = "; ".join(filter(None, [result["warning"], *done.warnings]))
         elapsed = (time.perf_counter() - started) * 1000
         result["rerank_ms"] = elapsed
         return {"branch_results": [result], "timings": {"rerank": elapsed}}

@@ -13,8 +13,7 @@ import time
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.errors import GraphBubbleUp
-from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
+from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
 from parallel_rag.nodes.records import QueryView
 
 
@@ -56,28 +55,24 @@ class RewriteNode:
         query = state["query"]
         kind = (state.get("knobs") or {}).get("rewriter")
         options = {"kind": kind} if kind not in (None, "none") else {}
-        views: list[QueryView] = []
-        warnings: list[str] = []
-        try:
+
+        def views() -> list[QueryView]:
             rewritten = self.rewriter.rewrite(query, config, **options)
             # empty output is an error even when the original is kept
             if not any(text.strip() for text, _ in rewritten or []):
                 raise ValueError("the rewriter produced no query view")
-            views = assemble_views(query, rewritten, include_original=self.include_original)
-        except GraphBubbleUp:
-            raise  # interrupts and other control flow belong to LangGraph
-        except Exception as error:
-            warning = apply_failure_policy(
-                self.on_failure,
-                "rewriter",
-                error,
-                warning="rewriter failed, using the original query only",
-            )
-            warnings = [warning] if warning else []
-            views = [QueryView(index=0, text=query.strip(), kind="original")]
+            return assemble_views(query, rewritten, include_original=self.include_original)
+
+        done = attempt(
+            views,
+            self.on_failure,
+            "rewriter",
+            warning="rewriter failed, using the original query only",
+        )
+        original = [QueryView(index=0, text=query.strip(), kind="original")]
         update: dict[str, Any] = {
-            "views": views,
-            "warnings": warnings,
+            "views": original if done.failed else done.value,
+            "warnings": done.warnings,
             "timings": {"rewrite": (time.perf_counter() - started) * 1000},
         }
         if "knobs" in state:
