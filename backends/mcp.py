@@ -32,7 +32,7 @@ thread that owns all sessions; concurrent branches submit their calls to it and 
 session. A session whose server died is dropped, and the next call opens a new one (a stdio
 server is started again). Sessions are closed when the process exits. ``check_tool`` lists the
 server's tools when the graph is built: an unknown tool, or a required argument the template
-does not set, is an ``MCPSettingError`` naming the field.
+does not set, is a ``SettingError`` naming the field.
 """
 
 from __future__ import annotations
@@ -53,9 +53,12 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
     SCORE_KEY,
+    BackendSpec,
+    BuildRequest,
     MetadataFilter,
     RetrievalKind,
     SearchKwargsRetriever,
+    SettingError,
     scored_document,
 )
 from parallel_rag.backends.json_http import DEFAULT_MAX_RESPONSE_BYTES, BackendResponseError
@@ -155,17 +158,13 @@ class MCPSettings(BaseModel):
         return "filters" in placeholders_in(self.arguments)
 
 
-class MCPSettingError(ValueError):
-    """A setting that does not fit the server found when the graph is built; ``field`` is its
-    name inside ``backend_config``."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(message)
-
-
 class MCPToolError(RuntimeError):
     """The tool answered with ``isError``, or the call failed at the protocol level."""
+
+
+class MCPTimeoutError(MCPToolError):
+    """The tool did not answer within the backend's ``timeout_seconds`` (named in the message:
+    the branch's own, longer timeout did not expire)."""
 
 
 def placeholders_in(value: Any) -> list[str]:
@@ -531,7 +530,7 @@ class MCPRetriever(SearchKwargsRetriever):
         if isinstance(error, asyncio.TimeoutError | TimeoutError) or (
             isinstance(error, MCPError) and error.error.code == REQUEST_TIMEOUT
         ):
-            return TimeoutError(f"{where}: no answer within {timeout:g}s")
+            return MCPTimeoutError(f"{where}: no answer within {timeout:g}s")
         if isinstance(error, MCPError):
             return MCPToolError(f"{where}: {redact(error.error.message)[:300]}")
         detail = redact(str(error) or type(error).__name__).replace("\n", " ")[:300]
@@ -553,18 +552,20 @@ class MCPRetriever(SearchKwargsRetriever):
 
     def check_tool(self) -> None:
         """List the server's tools: the tool must exist and every argument its input schema
-        requires must be set by the template (``MCPSettingError`` names the field)."""
+        requires must be set by the template (``SettingError`` names the field). A stdio
+        server that cannot be started is a setting error too; an HTTP server that does not
+        answer now is only logged: each request's ``on_failure`` applies until it does."""
         try:
             tools = {tool.name: tool for tool in self._run(self._list_tools())}
         except Exception as error:
-            raise MCPSettingError(
-                "server_name",
-                f"cannot list the tools of MCP server '{self.settings.server_name}': "
-                f"{redact(str(error) or type(error).__name__)}",
-            ) from None
+            detail = str(self._failure(error, opening=True))
+            if isinstance(self.server, StdioServer):
+                raise SettingError("server_name", detail) from None
+            logger.warning("%s; the tool is not checked before the first request", detail)
+            return
         tool = tools.get(self.settings.tool_name)
         if tool is None:
-            raise MCPSettingError(
+            raise SettingError(
                 "tool_name",
                 f"MCP server '{self.settings.server_name}' has no tool "
                 f"'{self.settings.tool_name}' (it has: {sorted(tools)})",
@@ -574,14 +575,14 @@ class MCPRetriever(SearchKwargsRetriever):
             name for name in schema.get("required", []) if name not in self.settings.arguments
         ]
         if missing:
-            raise MCPSettingError(
+            raise SettingError(
                 "arguments",
                 f"tool '{tool.name}' requires argument(s) {missing} that the template does not set",
             )
         known = set(schema.get("properties", {}))
         unknown = sorted(set(self.settings.arguments) - known)
         if unknown and schema.get("additionalProperties") is False:
-            raise MCPSettingError(
+            raise SettingError(
                 "arguments",
                 f"tool '{tool.name}' takes no argument(s) {unknown} (it takes: {sorted(known)})",
             )
@@ -627,3 +628,34 @@ class MCPRetriever(SearchKwargsRetriever):
         if self.score_threshold is not None:
             kept = [d for d in kept if d.metadata[SCORE_KEY] >= self.score_threshold]
         return kept[:limit]
+
+
+def build_mcp(request: BuildRequest) -> MCPRetriever:
+    """The retriever of an ``mcp`` entry, on the server its ``server_name`` declares under the
+    configuration's ``mcp_servers``, checked against the server's tool list."""
+    settings: MCPSettings = request.settings
+    servers = getattr(request.pipeline, "mcp_servers", None) or {}
+    server = servers.get(settings.server_name)
+    if server is None:
+        raise SettingError(
+            "server_name",
+            f"no MCP server '{settings.server_name}' under mcp_servers "
+            f"(declared: {sorted(servers)})",
+        )
+    retriever = MCPRetriever(
+        settings=settings,
+        server=server,
+        base_dir=request.context.base_dir,
+        k=request.k,
+        score_threshold=request.entry.similarity_threshold,
+    )
+    retriever.check_tool()
+    return retriever
+
+
+BACKEND = BackendSpec(
+    name="mcp",
+    settings=MCPSettings,
+    factory=build_mcp,
+    kind=lambda settings: settings.retrieval_kind,
+)

@@ -23,6 +23,7 @@ MODULES = (
     "openai_file_search",
     "vectorstore",
     "hybrid",
+    "mcp",
 )
 """The backend modules under ``parallel_rag.backends``, each defining ``BACKEND``."""
 
@@ -32,10 +33,7 @@ BACKENDS: dict[str, BackendSpec] = {
 }
 """Every registered backend by its ``backend:`` name."""
 
-REFUSED: dict[str, str] = {
-    "mcp": "backend 'mcp' is not supported: no MCP tool invoker exists yet "
-    "(use external_api for an HTTP search service)",
-}
+REFUSED: dict[str, str] = {}
 """Backend names a configuration may spell but that are refused at load time, with why."""
 
 

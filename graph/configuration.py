@@ -16,6 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from parallel_rag.backends.base import BackendSpec, RetrievalKind
 from parallel_rag.backends.embeddings import BUNDLED
+from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED
 from parallel_rag.nodes.chat_models import ChatModelSettings
 from parallel_rag.nodes.failure_policy import FailurePolicy
@@ -354,6 +355,9 @@ class PipelineConfig(_Strict):
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     on_failure: FailurePolicy = "warn"
     tenant_field: str = Field(default="tenant", min_length=1)
+    mcp_servers: dict[str, MCPServerConfig] = Field(
+        default_factory=dict, description="MCP servers the mcp retrievers name (server_name)"
+    )
 
     @field_validator("retrievers", mode="after")
     @classmethod
@@ -375,6 +379,17 @@ class PipelineConfig(_Strict):
         unknown = sorted(set(self.fusion.weights) - set(names))
         if unknown:
             raise ValueError(f"fusion.weights: unknown retriever name(s) {unknown}")
+        for entry in self.retrievers:  # an mcp entry (or a hybrid's mcp leg) names a server
+            legs = [getattr(entry.backend_config, leg) for leg in entry.spec.legs]
+            for used in (entry, *legs):
+                if used is None or used.backend != "mcp":
+                    continue
+                if used.backend_config.server_name not in self.mcp_servers:
+                    raise ValueError(
+                        f"retrievers.{used.name}.backend_config.server_name: no MCP server "
+                        f"'{used.backend_config.server_name}' under mcp_servers "
+                        f"(declared: {sorted(self.mcp_servers)})"
+                    )
         dense_extra = (info.context or {}).get("extra_dense", [])
         if (
             self.rewriter is not None

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from mcp_search_server import CRASH_WORD
-from studio_servers import REPO_ROOT, ServerProcess, free_port, server_env, server_workspace
+from servers import ServerProcess, free_port
+from studio_servers import REPO_ROOT, server_env, server_workspace
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +106,7 @@ def test_stdio_branch_answers_with_documents_it_found(build, tmp_path):
     cited = {c["id"] for c in result["citations"]}
     assert cited & {d["id"] for d in mcp_docs}, "the answer cites a document the mcp branch found"
     assert "1973" in result["answer"]
-    assert {"bm25", "qdrant", "mcp"} <= {b["retriever"] for b in result["branches"]}
+    assert len(result["branches"]) == 3 and all(b["status"] == "ok" for b in result["branches"])
     sent = calls(log)[-1]["arguments"]
     assert sent["query"] == QUESTION and sent["filters"] == {} and isinstance(sent["top_k"], int)
 
@@ -176,6 +177,7 @@ def test_tool_faults_fail_the_branch_under_warn(build, tmp_path, tool, settings,
     branch = mcp_branch(result)
     assert branch["status"] == "failed"
     assert message in branch["error"]
+    assert branch["latency_ms"] < 60_000, "the backend's limits, not the branch timeout (120 s)"
     assert "1973" in result["answer"], "bm25 and qdrant still answer"
 
 
@@ -213,7 +215,9 @@ def test_unknown_server_is_refused_when_the_config_loads(tmp_path):
         "retrievers": [{"backend": "bm25"}, {**mcp_entry(), "name": "mcp"}],
         "mcp_servers": {"other": stdio_server(tmp_path / "calls.jsonl")},
     }
-    with pytest.raises(ConfigError, match=r"retrievers\.1\.backend_config\.server_name"):
+    with pytest.raises(
+        ConfigError, match=r"retrievers\.mcp\.backend_config\.server_name: no MCP server .corpus."
+    ):
         build_graph(config, base_dir=tmp_path)
     assert not (tmp_path / "calls.jsonl").exists()
 

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 from mcp import Client, StdioServerParameters
-from studio_servers import BIN, ServerProcess, free_port, server_env, server_workspace
+from servers import BIN, ServerProcess, free_port
+from studio_servers import server_env, server_workspace
 
 pytestmark = pytest.mark.integration
 

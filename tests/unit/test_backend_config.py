@@ -181,17 +181,38 @@ def test_startup_validation_names_the_field(entry, expected):
     assert expected in error_of(with_entry(entry))
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_mcp_is_refused_at_load_time(enabled):
-    entry = {
-        "backend": "mcp",
-        "enabled": enabled,
-        "backend_config": {"server_name": "docs", "tool_name": "search"},
-    }
-    message = error_of(with_entry(entry))
-    assert "retrievers.1" in message and "no MCP tool invoker exists yet" in message
-    nested = {"backend": "hybrid", "backend_config": {"primary": {"backend": "mcp"}}}
-    assert "no MCP tool invoker exists yet" in error_of(with_entry(nested))
+def mcp(**backend_config) -> dict:
+    config = {"server_name": "docs", "tool_name": "search", **backend_config}
+    return {"name": "tool", "backend": "mcp", "backend_config": config}
+
+
+MCP_SERVERS = {"docs": {"transport": "stdio", "command": "docs-search", "args": ["--stdio"]}}
+
+
+def test_mcp_names_a_declared_server_at_load_time():
+    message = error_of(with_entry(mcp()))
+    assert "retrievers.tool.backend_config.server_name: no MCP server 'docs'" in message
+    nested = {"name": "h", "backend": "hybrid", "backend_config": {"primary": mcp()}}
+    assert "retrievers.tool.backend_config.server_name" in error_of(with_entry(nested))
+
+    config = parse_config(with_entry(mcp(retrieval_kind="dense"), mcp_servers=MCP_SERVERS))
+    assert config.retrievers[1].backend_config.tool_name == "search"
+    assert config.retrievers[1].is_dense
+    assert not parse_config(with_entry(mcp(), mcp_servers=MCP_SERVERS)).retrievers[1].is_dense
+
+
+@pytest.mark.parametrize(
+    ("entry", "servers", "expected"),
+    [
+        (mcp(arguments={"q": "${query}"}), MCP_SERVERS, "unknown placeholder(s) ['query']"),
+        (mcp(arguments={"top": "${top_k}"}), MCP_SERVERS, "${user_content} placeholder"),
+        (mcp(transport="stdio"), MCP_SERVERS, "transport"),
+        (mcp(), {"docs": {"transport": "streamable_http", "url": "ftp://x"}}, "http:// or"),
+        (mcp(), {"docs": {"transport": "smoke-signals"}}, "mcp_servers.docs"),
+    ],
+)
+def test_mcp_settings_are_checked_at_load_time(entry, servers, expected):
+    assert expected in error_of(with_entry(entry, mcp_servers=servers))
 
 
 def test_a_seed_plugin_block_pastes_in_unchanged():
@@ -346,6 +367,7 @@ def test_every_seed_backend_has_a_factory():
         "openai",
         "vectorstore",
         "hybrid",
+        "mcp",
     }
 
 
