@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.nodes.failure_policy import BlockedError
+from servers import free_port
 
 ExternalAPIEntry = ENTRY_MODELS["external_api"]
 
@@ -116,12 +116,6 @@ def custom_config(server, **extra) -> dict:
         "content_field": "text",
         **extra,
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------- pinecone

@@ -3,7 +3,6 @@ Qdrant fallback) in one graph, ingested and asked through the CLI's code paths."
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,13 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.loading import load_config
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.studio.cli import main
+from servers import free_port
 
 pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "examples" / "four-backends.yaml"
 CORPUS = REPO_ROOT / "examples" / "corpus"
 QUESTION = "Which algorithm did Ada Lovelace publish for the Analytical Engine?"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_the_example_uses_four_different_backends():

@@ -4,12 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,17 +15,12 @@ from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
+from servers import ServerProcess, free_port
 
 MilvusEntry = ENTRY_MODELS["milvus"]
 
 pytestmark = pytest.mark.integration
 SERVER_START_TIMEOUT = 60
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -50,36 +40,17 @@ def milvus_server(tmp_path_factory):
     """``milvus-lite server`` on 127.0.0.1:<free port>, stopped by its PID at the end."""
     data_dir = tmp_path_factory.mktemp("milvus-server")
     port = free_port()
-    log = open(data_dir / "server.log", "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(
+    server = ServerProcess(
         [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir / "data")]
         + ["--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        log_path=data_dir / "server.log",
     )
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"milvus-lite server exited: {(data_dir / 'server.log').read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        os.kill(process.pid, signal.SIGKILL)
-        pytest.fail("milvus-lite server did not start listening")
+    server.wait_for_port(port, SERVER_START_TIMEOUT)
     uri = f"http://127.0.0.1:{port}"
     yield uri
     forget_stores(uri)
-    os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=5)
-    log.close()
-    assert process.poll() is not None
+    server.stop(grace=15)
+    assert server.process.poll() is not None
 
 
 @pytest.fixture(scope="module", params=["lite-file", "server"])

@@ -12,7 +12,8 @@ import re
 
 import pytest
 from langgraph_sdk import get_client
-from studio_servers import BIN, REPO_ROOT, ServerProcess, free_port, server_env, server_workspace
+from servers import BIN, ServerProcess, free_port
+from studio_servers import REPO_ROOT, server_env, server_workspace
 
 pytestmark = pytest.mark.integration
 

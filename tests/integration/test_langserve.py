@@ -16,7 +16,8 @@ import subprocess
 import httpx
 import pytest
 from langserve import RemoteRunnable
-from studio_servers import BIN, ServerProcess, free_port, server_env, server_workspace
+from servers import BIN, ServerProcess, free_port
+from studio_servers import server_env, server_workspace
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.studio.cli import main
 from parallel_rag.studio.ingestion import ingest_paths
+from servers import ServerProcess, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +39,7 @@ API_KEY = "fault-test-key-0123456789"
 TEMPLATE = '{"q": "{{query}}", "k": {{top_k}}, "filters": {{filters}}}'
 FOUR_MIB = 4 * 1024 * 1024
 MAX_RETRIES = 2
+HOLDER_START_TIMEOUT = 120
 
 
 # ------------------------------------------------------------------------------- fault server
@@ -141,10 +142,7 @@ class FaultServer:
 
 
 def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/search"
+    return f"http://127.0.0.1:{free_port()}/search"
 
 
 # ------------------------------------------------------------------------------- pipeline
@@ -363,30 +361,17 @@ time.sleep(300)
 """
 
 
-class Holder:
+class Holder(ServerProcess):
     """Another process holding an embedded store's path (stopped by its PID)."""
 
     def __init__(self, script: str, path: Path):
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", script, str(path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
+        super().__init__(
+            [sys.executable, "-c", script, str(path)], log_path=path.parent / "holder.log"
         )
 
     def __enter__(self) -> Holder:
-        line = self.process.stdout.readline()  # blocks until the store is open (or it died)
-        assert line.strip() == "ready", line + self.process.stdout.read()
+        self.wait_for_output("ready", HOLDER_START_TIMEOUT)  # the store is open
         return self
-
-    def __exit__(self, *exc) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 def store_config(directory: Path, dense: dict) -> Path:

@@ -26,7 +26,8 @@ from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.studio.admission import AdmissionLimits, Gate, GateFull
 from parallel_rag.studio.langserve_app import create_app
-from studio_servers import BIN, ServerProcess, free_port, server_env, server_workspace
+from servers import BIN, ServerProcess, free_port
+from studio_servers import server_env, server_workspace
 
 pytestmark = pytest.mark.integration
 

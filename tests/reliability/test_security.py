@@ -46,14 +46,8 @@ from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.generate.generators import format_evidence, neutralize
 from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.langserve_app import create_app
-from studio_servers import (
-    BIN,
-    REPO_ROOT,
-    ServerProcess,
-    free_port,
-    server_env,
-    server_workspace,
-)
+from servers import BIN, ServerProcess, free_port
+from studio_servers import REPO_ROOT, server_env, server_workspace
 
 pytestmark = pytest.mark.integration
 

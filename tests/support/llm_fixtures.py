@@ -9,35 +9,32 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from servers import ServerProcess, free_port
 
-SERVER_START_TIMEOUT = float(os.environ.get("PARALLEL_RAG_LLM_START_TIMEOUT", "180"))
+START_TIMEOUT = float(os.environ.get("PARALLEL_RAG_LLM_START_TIMEOUT", "180"))
 SERVER_CONTEXT_TOKENS = 4096
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def _serves_models(base_url: str) -> Callable[[], bool]:
+    """Readiness: ``/v1/models`` lists at least one model."""
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(base_url + "/models", timeout=2) as response:
+                return bool(json.loads(response.read())["data"])
+        except (OSError, ValueError, KeyError):
+            return False
+
+    return ready
 
 
-def _served_models(base_url: str) -> list[str] | None:
-    try:
-        with urllib.request.urlopen(base_url + "/models", timeout=2) as response:
-            return [m["id"] for m in json.loads(response.read())["data"]]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def start_llama_server(model_path: Path, log_path: Path) -> tuple[subprocess.Popen, str]:
+def start_llama_server(model_path: Path, log_path: Path) -> tuple[ServerProcess, str]:
     """Start ``python -m llama_cpp.server`` on a free loopback port; wait for ``/v1/models``."""
     port = free_port()
     command = [
@@ -55,33 +52,10 @@ def start_llama_server(model_path: Path, log_path: Path) -> tuple[subprocess.Pop
         "--n_ctx",
         str(SERVER_CONTEXT_TOKENS),
     ]
-    log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    server = ServerProcess(command, log_path=log_path)
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.close()
-            raise RuntimeError(
-                f"llama_cpp.server exited with {process.returncode}:\n"
-                + log_path.read_text(errors="replace")[-3000:]
-            )
-        if _served_models(base_url):
-            return process, base_url
-        time.sleep(0.5)
-    stop_server(process)
-    raise RuntimeError(f"llama_cpp.server did not answer /v1/models in {SERVER_START_TIMEOUT}s")
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    """Stop the server this fixture started, by its PID."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
+    server.wait_until(_serves_models(base_url), "llama_cpp.server lists its model", START_TIMEOUT)
+    return server, base_url
 
 
 @pytest.fixture(scope="session")
@@ -90,11 +64,9 @@ def llm_server(tmp_path_factory) -> Iterator[str]:
     from parallel_rag.nodes.chat_models import smollm2_gguf_path
 
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    process, base_url = start_llama_server(smollm2_gguf_path(), log_path)
-    try:
+    server, base_url = start_llama_server(smollm2_gguf_path(), log_path)
+    with server:
         yield base_url
-    finally:
-        stop_server(process)
 
 
 @pytest.fixture(scope="session")
