@@ -17,7 +17,6 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.studio.cli import main
 from parallel_rag.studio.ingestion import ingest_paths
+from scripted_server import ScriptedServer, answer, resets
 from servers import ServerProcess, free_port
 
 pytestmark = pytest.mark.integration
@@ -43,15 +43,6 @@ HOLDER_START_TIMEOUT = 120
 
 
 # ------------------------------------------------------------------------------- fault server
-
-
-def answer(code: int, body: bytes, headers: dict[str, str] | None = None) -> Callable:
-    def act(conn: socket.socket, stop: threading.Event) -> None:
-        head = [f"HTTP/1.1 {code} X", f"Content-Length: {len(body)}", "Connection: close"]
-        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-
-    return act
 
 
 def streams_past_the_cap(conn: socket.socket, stop: threading.Event) -> None:
@@ -70,75 +61,8 @@ def dies_mid_response(conn: socket.socket, stop: threading.Event) -> None:
     conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 4000\r\nConnection: close\r\n\r\n{"resu')
 
 
-def resets(conn: socket.socket, stop: threading.Event) -> None:
-    import struct
-
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-
 def hangs(conn: socket.socket, stop: threading.Event) -> None:
     stop.wait(60)
-
-
-class FaultServer:
-    """127.0.0.1; every request gets ``action``; ``attempts`` counts requests received."""
-
-    def __init__(self, action: Callable[[socket.socket, threading.Event], None]):
-        self.action = action
-        self.attempts = 0
-        self.stop = threading.Event()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(32)
-        self.sock.settimeout(0.2)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/search"
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(10)
-            data = b""
-            try:
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                while len(body) < length:
-                    body += conn.recv(65536)
-                self.attempts += 1
-                self.action(conn, self.stop)
-            except OSError:  # the client gave up (cap reached, timeout): expected here
-                pass
-
-    def __enter__(self) -> FaultServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.sock.close()
-        self.thread.join(timeout=5)
 
 
 def closed_port_url() -> str:
@@ -278,7 +202,7 @@ def test_a_faulty_backend_is_recorded_and_never_costs_the_other_branches(
     bm25_dir, healthy_service, reference, fault
 ):
     action, backend, error, attempts, seconds = FAULTS[fault]
-    with FaultServer(action) as server:
+    with ScriptedServer(action) as server:
         result, elapsed = run(
             bm25_dir, healthy_service, server.url, backend_config=backend, timeout_seconds=30
         )
@@ -298,7 +222,7 @@ def test_a_backend_that_is_down_is_retried_then_recorded(bm25_dir, healthy_servi
 def test_the_branch_timeout_bounds_a_hang_the_backend_would_wait_out(
     bm25_dir, healthy_service, reference
 ):
-    with FaultServer(hangs) as server:
+    with ScriptedServer(hangs) as server:
         result, elapsed = run(
             bm25_dir,
             healthy_service,

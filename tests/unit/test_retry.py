@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import struct
 import threading
 import time
-from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -20,95 +18,21 @@ from parallel_rag.backends.external_api import ExternalAPIRetriever, ExternalAPI
 from parallel_rag.backends.json_http import BackendRequestError, BackendResponseError
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
 from pydantic import ValidationError
+from scripted_server import ScriptedServer, answer, resets
+from servers import free_port
 
 FAKE_KEY = "sk-retry-test-FAKE-0123456789"
 OK_BODY = {"results": [{"id": "a", "content": "alpha", "score": 1.0, "metadata": {}}]}
 
 
-def status(code: int, body: object = None, headers: dict[str, str] | None = None) -> Callable:
-    """An action: answer ``code`` with a JSON (or raw bytes) body."""
-
-    def act(conn: socket.socket) -> None:
-        raw = body if isinstance(body, bytes) else json.dumps(body or {"detail": code}).encode()
-        head = [f"HTTP/1.1 {code} X", f"Content-Length: {len(raw)}", "Connection: close"]
-        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + raw)
-
-    return act
-
-
-def reset(conn: socket.socket) -> None:
-    """An action: abort the connection with a TCP RST (``connection reset by peer``)."""
-    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-
-def dies_mid_response(conn: socket.socket) -> None:
+def dies_mid_response(conn: socket.socket, stop: threading.Event) -> None:
     """An action: promise 1000 bytes, send 10, close."""
     conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n{"results')
 
 
-def hangs(conn: socket.socket) -> None:
+def hangs(conn: socket.socket, stop: threading.Event) -> None:
     """An action: never answer (for 3 s, longer than the client waits)."""
-    threading.Event().wait(3)
-
-
-class ScriptedServer:
-    """127.0.0.1, one request per connection; the n-th request gets ``script[n]`` (the last
-    action repeats). ``attempts`` counts the requests that arrived."""
-
-    def __init__(self, *script: Callable[[socket.socket], None]):
-        self.script = list(script)
-        self.attempts = 0
-        self.bodies: list[bytes] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/search"
-
-    def _serve(self) -> None:
-        while not self.done.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(5)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(body) < length:
-                body += conn.recv(65536)
-            self.attempts += 1
-            self.bodies.append(body)
-            action = self.script[min(self.attempts, len(self.script)) - 1]
-            action(conn)
-
-    def __enter__(self) -> ScriptedServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.done.set()
-        self.sock.close()
-        self.thread.join(timeout=2)
+    stop.wait(3)
 
 
 @pytest.fixture
@@ -135,7 +59,7 @@ def client(**kwargs) -> json_http.JSONHTTPClient:
 
 @pytest.mark.parametrize("code", [502, 503, 504])
 def test_transient_statuses_are_retried_until_success(sleeps, code):
-    with ScriptedServer(status(code), status(code), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(code), answer(code), answer(200, OK_BODY)) as server:
         assert client().post(server.url, {"q": "x"}, {}) == OK_BODY
     assert server.attempts == 3
     assert len(sleeps) == 2 and sleeps[1] > sleeps[0] / 2  # exponential (with jitter)
@@ -144,7 +68,7 @@ def test_transient_statuses_are_retried_until_success(sleeps, code):
 
 @pytest.mark.parametrize("code", [502, 503, 504])
 def test_transient_statuses_give_up_after_the_configured_count(sleeps, code):
-    with ScriptedServer(status(code)) as server:
+    with ScriptedServer(answer(code)) as server:
         with pytest.raises(BackendRequestError) as raised:
             client(max_retries=3).post(server.url, {}, {})
     assert server.attempts == 4
@@ -153,7 +77,7 @@ def test_transient_statuses_give_up_after_the_configured_count(sleeps, code):
 
 @pytest.mark.parametrize("code", [400, 401, 403, 404, 409, 422, 429, 500])
 def test_client_errors_and_500_are_not_retried(sleeps, code):
-    with ScriptedServer(status(code), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(code), answer(200, OK_BODY)) as server:
         with pytest.raises(BackendRequestError, match=f"HTTP {code}") as raised:
             client().post(server.url, {}, {})
     assert server.attempts == 1 and sleeps == []
@@ -161,25 +85,25 @@ def test_client_errors_and_500_are_not_retried(sleeps, code):
 
 
 def test_malformed_json_and_oversized_answers_are_not_retried(sleeps):
-    with ScriptedServer(status(200, b"{not json"), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(200, b"{not json"), answer(200, OK_BODY)) as server:
         with pytest.raises(BackendResponseError, match="malformed JSON"):
             client().post(server.url, {}, {})
     assert server.attempts == 1
     big = json.dumps({"results": ["x" * 2000]}).encode()
-    with ScriptedServer(status(200, big), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(200, big), answer(200, OK_BODY)) as server:
         with pytest.raises(BackendRequestError, match="exceeds max_response_bytes"):
             client(max_response_bytes=1000).post(server.url, {}, {})
     assert server.attempts == 1 and sleeps == []
 
 
 def test_connection_reset_is_retried(sleeps):
-    with ScriptedServer(reset, status(200, OK_BODY)) as server:
+    with ScriptedServer(resets, answer(200, OK_BODY)) as server:
         assert client().post(server.url, {}, {}) == OK_BODY
     assert server.attempts == 2 and len(sleeps) == 1
 
 
 def test_connection_reset_every_time_fails_naming_the_error(sleeps):
-    with ScriptedServer(reset) as server:
+    with ScriptedServer(resets) as server:
         with pytest.raises(BackendRequestError) as raised:
             client().post(server.url, {}, {})
     assert server.attempts == 3
@@ -189,15 +113,13 @@ def test_connection_reset_every_time_fails_naming_the_error(sleeps):
 
 
 def test_a_connection_dropped_mid_response_is_retried(sleeps):
-    with ScriptedServer(dies_mid_response, status(200, OK_BODY)) as server:
+    with ScriptedServer(dies_mid_response, answer(200, OK_BODY)) as server:
         assert client().post(server.url, {}, {}) == OK_BODY
     assert server.attempts == 2
 
 
 def test_connection_refused_is_retried_then_reported(sleeps, caplog):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed once the block ends: nothing listens
+    port = free_port()  # nothing listens there
     with caplog.at_level(logging.WARNING, logger=json_http.__name__):
         with pytest.raises(BackendRequestError, match="ConnectError") as raised:
             client(max_retries=2).post(f"http://127.0.0.1:{port}/search", {}, {})
@@ -207,21 +129,21 @@ def test_connection_refused_is_retried_then_reported(sleeps, caplog):
 
 
 def test_zero_retries_means_one_attempt(sleeps):
-    with ScriptedServer(status(503), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(503), answer(200, OK_BODY)) as server:
         with pytest.raises(BackendRequestError, match="HTTP 503"):
             client(max_retries=0).post(server.url, {}, {})
     assert server.attempts == 1 and sleeps == []
 
 
 def test_retry_after_is_honoured_when_short(sleeps):
-    with ScriptedServer(status(503, headers={"Retry-After": "1.5"}), status(200, OK_BODY)) as srv:
+    with ScriptedServer(answer(503, headers={"Retry-After": "1.5"}), answer(200, OK_BODY)) as srv:
         client(backoff_seconds=0.01).post(srv.url, {}, {})
     assert srv.attempts == 2 and sleeps == [1.5]
 
 
 def test_retries_never_outlive_the_overall_deadline(sleeps):
     # a backoff that would end past the deadline is not slept: the error comes now
-    with ScriptedServer(status(503), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(503), answer(200, OK_BODY)) as server:
         with pytest.raises(BackendRequestError, match="HTTP 503"):
             client(timeout_seconds=0.5, backoff_seconds=2.0).post(server.url, {}, {})
     assert server.attempts == 1 and sleeps == []
@@ -229,7 +151,7 @@ def test_retries_never_outlive_the_overall_deadline(sleeps):
 
 def test_a_hang_is_a_timeout_and_is_not_retried(sleeps):
     started = time.monotonic()
-    with ScriptedServer(hangs, status(200, OK_BODY)) as server:
+    with ScriptedServer(hangs, answer(200, OK_BODY)) as server:
         with pytest.raises(BackendRequestError, match="timed out"):
             client(timeout_seconds=0.5).post(server.url, {}, {})
         attempts = server.attempts
@@ -252,7 +174,7 @@ def test_the_backend_settings_carry_the_count_and_the_retriever_uses_it(sleeps):
                 request_template=template,
                 max_retries=bad,
             )
-    with ScriptedServer(status(503), status(503), status(200, OK_BODY)) as server:
+    with ScriptedServer(answer(503), answer(503), answer(200, OK_BODY)) as server:
         retriever = ExternalAPIRetriever(
             settings=ExternalAPISettings(
                 endpoint=server.url,
@@ -274,7 +196,7 @@ def test_the_backend_settings_carry_the_count_and_the_retriever_uses_it(sleeps):
 
 
 def test_retry_logs_and_the_final_error_carry_no_secret(sleeps, caplog):
-    echo = status(503, {"error": f"bad gateway for Authorization: Bearer {FAKE_KEY}"})
+    echo = answer(503, {"error": f"bad gateway for Authorization: Bearer {FAKE_KEY}"})
     with ScriptedServer(echo) as server:
         with caplog.at_level(logging.DEBUG):
             with pytest.raises(BackendRequestError) as raised:
