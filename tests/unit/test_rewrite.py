@@ -1,4 +1,4 @@
-"""Query rewriting (DESIGN §4 Fan-out and views): output parsing, view assembly, failure policy."""
+"""Query rewriting (fan-out and views): output parsing, view assembly, failure policy."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import asyncio
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from parallel_rag.graph import build_graph
 from parallel_rag.nodes import prompts
+from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.nodes.rewrite.node import RewriteNode, assemble_views
 from parallel_rag.nodes.rewrite.rewriters import (
     MAX_HYDE_CHARS,
     MAX_VIEW_CHARS,
@@ -15,9 +18,6 @@ from parallel_rag.nodes.rewrite.rewriters import (
     EmptyRewriteError,
     parse_query_lines,
 )
-from parallel_rag.graph import build_graph
-from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.rewrite.node import RewriteNode, assemble_views
 
 QUESTION = "How do vaccines train the immune system?"
 
