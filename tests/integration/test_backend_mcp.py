@@ -5,7 +5,9 @@ as one branch beside BM25 and Qdrant on the ingested example corpus."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,9 @@ def test_http_branch_answers_and_sends_secret_headers(build, http_server):
     assert mcp_branch(result)["status"] == "ok"
     assert any(d["id"] == "mcp:unix.md" for d in found_by_mcp(result))
     assert calls(log)[-1]["arguments"]["query"] == QUESTION
+    from parallel_rag.backends.secrets import redact
+
+    assert redact(f"echoed: {SECRET}") == "echoed: ***", "header values are registered secrets"
 
 
 def test_tenant_filter_reaches_the_tool(build, tmp_path):
@@ -246,3 +251,39 @@ def test_unknown_tool_or_uncovered_argument_is_refused_when_the_graph_is_built(
         build_graph(config, base_dir=base_dir)
     assert f"retrievers.mcp.backend_config.{field}" in str(caught.value)
     assert message in str(caught.value)
+
+
+def test_concurrent_calls_share_one_session(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from parallel_rag.backends.mcp import MCPRetriever, MCPSettings, StdioServer
+
+    log = tmp_path / "calls.jsonl"
+    retriever = MCPRetriever(
+        settings=MCPSettings(server_name="corpus", tool_name="search"),
+        server=StdioServer(**stdio_server(log)),
+    )
+    questions = ["Unix", "Golden Gate Bridge", "Halley's Comet", "BM25", "ENIAC", "pulsars"] * 4
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda q: retriever.invoke(q, k=2), questions))
+    assert all(results) and len(results) == len(questions)
+    assert results[0][0].id == "mcp:unix.md" and results[1][0].id == "mcp:golden-gate-bridge.md"
+    assert retriever.connection.opened == 1
+    assert len({call["pid"] for call in calls(log)}) == 1
+
+
+def test_stdio_server_exits_with_the_process(tmp_path):
+    log = tmp_path / "calls.jsonl"
+    script = f"""
+from parallel_rag.backends.mcp import MCPRetriever, MCPSettings, StdioServer
+server = StdioServer(**{stdio_server(log)!r})
+settings = MCPSettings(server_name="corpus", tool_name="search")
+retriever = MCPRetriever(settings=settings, server=server)
+assert retriever.invoke("Unix", k=1)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    pid = calls(log)[-1]["pid"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists(), "the session closed and the server exited"
