@@ -3,7 +3,9 @@
 Built from ``$PARALLEL_RAG_CONFIG`` or ./parallel-rag.yaml, else the embedded defaults. It has
 no checkpointer of its own: the LangGraph server supplies persistence. Studio shows its input
 (``RAGRequest``), output (``RAGResult``) and context (``RAGContext``: the per-run knobs) schemas;
-the retrieve node reports each branch on the ``custom`` stream as it finishes.
+the retrieve node reports each branch on the ``custom`` stream as it finishes. Input the request
+schema does not allow (an unknown key, an empty query) fails the run at its entry, as it does
+on every other surface.
 """
 
 import os
