@@ -295,13 +295,13 @@ class RagPluginConfig(_Strict):
         single = sorted(f for f in _SINGLE_FIELDS if getattr(self, f) is not None)
         if self.retrievers is not None and single:
             raise ValueError(
-                f"{single[0]}: a configuration is either one backend (backend, backend_config) "
-                "or a pipeline (retrievers), not both"
+                f"{NESTED_MARK}{single[0]}: a configuration is either one backend (backend, "
+                "backend_config) or a pipeline (retrievers), not both"
             )
         if self.enabled and self.retrievers is None and self.backend is None:
-            raise ValueError("backend: required (or a pipeline under retrievers)")
+            raise ValueError(f"{NESTED_MARK}backend: required (or a pipeline under retrievers)")
         if self.rerank is not None and self.reranker is not None:
-            raise ValueError("rerank: the pipeline's reranker block already reranks")
+            raise ValueError(f"{NESTED_MARK}rerank: the pipeline's reranker block already reranks")
         return self
 
     @property
@@ -363,7 +363,7 @@ class Decision(_Strict):
     def _one_rag(self) -> Decision:
         rag = [p for p in self.plugins if p.type == "rag"]
         if len(rag) > 1:
-            raise ValueError("plugins: at most one rag plugin per decision")
+            raise ValueError(f"{NESTED_MARK}plugins: at most one rag plugin per decision")
         if rag:
             self._rag_index = self.plugins.index(rag[0])
             try:
@@ -408,9 +408,11 @@ class RoutingConfig(_Strict):
         names = [d.name for d in self.decisions]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"decisions: duplicate decision name(s) {duplicates}")
+            raise ValueError(f"{NESTED_MARK}decisions: duplicate decision name(s) {duplicates}")
         if self.default is not None and self.default not in names:
-            raise ValueError(f"default: {self.default!r} is not a decision (have {names})")
+            raise ValueError(
+                f"{NESTED_MARK}default: {self.default!r} is not a decision (have {names})"
+            )
         return self
 
 

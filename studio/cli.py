@@ -13,9 +13,25 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 EXIT_USAGE = 2
 
 
+def _router_file(config: str | None) -> str | None:
+    """The config file when it has a ``routing`` section (the OpenAI-compatible router)."""
+    from parallel_rag.graph.routes import is_router_file
+
+    chosen = config or os.environ.get("PARALLEL_RAG_CONFIG") or "parallel-rag.yaml"
+    return chosen if is_router_file(chosen) else None
+
+
 def _load(config: str | None):
     from parallel_rag.graph.loading import load_config
 
+    router_file = _router_file(config)
+    if router_file is not None:  # a router file's top-level pipeline is what ingest writes
+        from parallel_rag.graph.routes import load_router
+
+        _, pipeline, base_dir = load_router(router_file)
+        if pipeline is None:
+            raise ValueError(f"{router_file}: has routes but no top-level pipeline (retrievers)")
+        return pipeline, base_dir
     return load_config(config)
 
 
@@ -100,7 +116,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     bounds = {"max_concurrency": args.max_concurrency, "max_queue": args.max_queue}
     limits = AdmissionLimits(**{k: v for k, v in bounds.items() if v is not None})
+    router_file = _router_file(args.config)
+    if router_file is not None:  # LangServe plus /v1/chat/completions, one app and gate
+        from parallel_rag.studio.openai_router import serve_router
+
+        serve_router(router_file, host=args.host, port=args.port, path=args.path, limits=limits)
+        return 0
     serve(args.config, host=args.host, port=args.port, path=args.path, limits=limits)
+    return 0
+
+
+def cmd_route(args: argparse.Namespace) -> int:
+    from parallel_rag.studio.openai_router import RouterError, preview_question
+
+    router_file = _router_file(args.config)
+    if router_file is None:
+        raise ValueError("route: needs a config with a routing section (--config FILE)")
+    try:
+        preview = preview_question(router_file, args.question, args.model)
+    except RouterError as error:
+        print(f"parallel-rag: {error.message}", file=sys.stderr)
+        return 1
+    print(json.dumps(preview, indent=2))
     return 0
 
 
@@ -257,6 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests waiting at most (default 64, each up to 60 s); beyond: 503 + Retry-After",
     )
     serve.set_defaults(run=cmd_serve)
+
+    route = commands.add_parser(
+        "route",
+        help="preview which route a question takes, why, and its retrieval plan (no retrieval)",
+    )
+    route.add_argument("question")
+    route.add_argument("--model", default="auto", help="a route name, or auto (default)")
+    route.set_defaults(run=cmd_route)
 
     evaluate = commands.add_parser(
         "eval",

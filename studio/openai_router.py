@@ -554,7 +554,7 @@ class RelayResponse(StreamingResponse):
 
 def header_value(text: str) -> str:
     """Header-safe text: non-ASCII percent-encoded, bounded in length."""
-    safe = urllib.parse.quote(text, safe=" ,;:=/.@_-()[]'!*+?#&")
+    safe = urllib.parse.quote(text, safe=" ,;:=/.@_-()[]'!*+?#&%")
     return safe[:MAX_HEADER_CHARS]
 
 
