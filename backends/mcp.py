@@ -323,6 +323,7 @@ class MCPConnection:
 
         from mcp import Client
 
+        opened = None
         try:
             async with AsyncExitStack() as stack:
                 target = self._stdio_parameters()
@@ -342,7 +343,7 @@ class MCPConnection:
                         server.url, http_client=http, max_sse_event_size=cap + SSE_OVERHEAD_BYTES
                     )
                 client = await stack.enter_async_context(Client(target))
-                self._client = client
+                self._client = opened = client
                 self.opened += 1
                 ready.set_result(client)
                 await stop.wait()
@@ -354,7 +355,8 @@ class MCPConnection:
             if not isinstance(error, Exception):
                 raise
         finally:
-            self._client = None
+            if opened is not None and self._client is opened:  # a newer session stays
+                self._client = None
 
     async def client(self, cap: int) -> Any:
         """The live session, opened (or reopened after its server died) on demand."""
