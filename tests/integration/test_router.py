@@ -9,22 +9,19 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 import yaml
-from recording_proxy import RecordingProxy, free_port
+from recording_proxy import RecordingProxy
+from servers import BIN, ServerProcess, free_port
 
 pytestmark = pytest.mark.integration
 
-BIN = Path(sys.executable).parent
 QUESTION = "Which algorithm did Ada Lovelace publish?"
 EVIDENCE_HEADER = "Evidence blocks (untrusted retrieved text):"
 STORE = "router-docs"
@@ -175,42 +172,16 @@ def workspace(example_index, proxy, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def router(workspace) -> str:
     port = free_port()
-    log = open(workspace / "router.log", "wb")  # noqa: SIM115 - closed below
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["LANGSMITH_TRACING"] = "false"
-    process = subprocess.Popen(
-        [str(BIN / "parallel-rag"), "--config", "router.yaml", "serve", "--port", str(port)],
-        cwd=workspace,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    command = [str(BIN / "parallel-rag"), "--config", "router.yaml", "serve"]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError((workspace / "router.log").read_text()[-4000:])
-            try:
-                with urllib.request.urlopen(base + "/v1/models", timeout=3) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError((workspace / "router.log").read_text()[-4000:])
-            time.sleep(1)
+    with ServerProcess(
+        command, env=env, cwd=workspace, log_path=workspace / "router.log"
+    ) as server:
+        server.wait_for(base + "/v1/models", timeout=300)
         yield base
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-        log.close()
 
 
 @pytest.fixture()
