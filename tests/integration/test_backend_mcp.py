@@ -77,22 +77,25 @@ def build(example_index, tmp_path):
     return make
 
 
+def start_http_server(port: int, log: Path, folder: Path) -> ServerProcess:
+    """The search server over streamable HTTP on 127.0.0.1:``port``, answering."""
+    env = {**server_env(folder / "unused.yaml"), "MCP_SEARCH_LOG": str(log)}
+    server = ServerProcess(
+        [sys.executable, str(SERVER_SCRIPT), "--http", "--port", str(port)],
+        env=env,
+        cwd=folder,
+        log_path=folder / f"http-server-{time.monotonic_ns()}.log",
+    )
+    server.wait_for(f"http://127.0.0.1:{port}/healthz", timeout=60)
+    return server
+
+
 @pytest.fixture
 def http_server(tmp_path):
     """The search server over streamable HTTP on 127.0.0.1 (stopped by its PID)."""
     port, log = free_port(), tmp_path / "http-calls.jsonl"
-    env = {**server_env(tmp_path / "unused.yaml"), "MCP_SEARCH_LOG": str(log)}
-    server = ServerProcess(
-        [sys.executable, str(SERVER_SCRIPT), "--http", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        log_path=tmp_path / "http-server.log",
-    )
-    try:
-        server.wait_for(f"http://127.0.0.1:{port}/healthz", timeout=60)
+    with start_http_server(port, log, tmp_path):
         yield f"http://127.0.0.1:{port}/mcp", log
-    finally:
-        server.stop(grace=10)
 
 
 def test_stdio_branch_answers_with_documents_it_found(build, tmp_path):
@@ -163,6 +166,23 @@ def test_server_dying_mid_call_fails_the_branch_and_the_next_request_reconnects(
     assert mcp_branch(again)["status"] == "ok"
     first, second = calls(log)[-2], calls(log)[-1]
     assert first["pid"] != second["pid"], "a new server process serves the next request"
+
+
+def test_http_server_dying_mid_call_then_restarted_is_reconnected(build, tmp_path):
+    port, log = free_port(), tmp_path / "http-calls.jsonl"
+    server = start_http_server(port, log, tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        graph = build(mcp_entry(), {"transport": "streamable_http", "url": url})
+        died = graph.invoke({"query": f"unix {CRASH_WORD}"})
+        assert mcp_branch(died)["status"] == "failed"
+        server.stop(grace=5)
+        server = start_http_server(port, log, tmp_path)
+        again = graph.invoke({"query": QUESTION})
+        assert mcp_branch(again)["status"] == "ok"
+        assert calls(log)[-2]["pid"] != calls(log)[-1]["pid"]
+    finally:
+        server.stop(grace=5)
 
 
 @pytest.mark.parametrize(
