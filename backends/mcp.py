@@ -25,7 +25,8 @@ The result becomes documents two ways. Structured output (``structuredContent``)
 block is one document, its id derived from its text and its score from its rank (1/rank).
 ``isError`` results, protocol errors, a closed connection and timeouts raise, so the branch's
 ``on_failure`` applies; an answer larger than ``max_response_bytes`` (omitted or 0 = 4 MiB) is
-refused (over streamable HTTP no single message past the cap is read at all).
+refused (over streamable HTTP, reading stops at the cap; over stdio the SDK reads each message
+whole, and the size is checked after).
 
 Every server has one long-lived session per process, opened on first use on a private event-loop
 thread that owns all sessions; concurrent branches submit their calls to it and share the
@@ -287,6 +288,48 @@ def _is_connection_lost(error: BaseException) -> bool:
     return not isinstance(error, asyncio.TimeoutError | TimeoutError | BackendResponseError)
 
 
+class ResponseTooLargeError(BackendResponseError):
+    """An HTTP answer to a tool call ran past the cap; nothing beyond it was read."""
+
+
+def capped_transport(cap: int, on_overflow: Any) -> Any:
+    """An httpx2 transport whose answers to POSTs (one JSON-RPC exchange each: a JSON body or
+    that request's event stream) stop with ``ResponseTooLargeError`` past ``cap`` bytes; the
+    long-lived GET event stream of server notifications is left alone."""
+    import httpx2
+
+    class CappedStream(httpx2.AsyncByteStream):
+        def __init__(self, inner: Any):
+            self.inner = inner
+
+        async def __aiter__(self):
+            read = 0
+            async for chunk in self.inner:
+                read += len(chunk)
+                if read > cap:
+                    on_overflow()
+                    raise ResponseTooLargeError(f"answer larger than {cap} bytes: not read")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class CappedTransport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self.inner.handle_async_request(request)
+            if request.method == "POST":
+                response.stream = CappedStream(response.stream)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return CappedTransport()
+
+
 class MCPConnection:
     """One server's session, owned by a task on the sessions' event loop: the task enters the
     SDK client (transport, subprocess or HTTP client) and leaves it, in one task as anyio
@@ -301,6 +344,10 @@ class MCPConnection:
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task | None = None
         self.opened = 0  # sessions opened so far (reconnects show here)
+        self.overflows = 0  # HTTP answers cut at the cap (the SDK then reports a closed session)
+
+    def _overflowed(self) -> None:
+        self.overflows += 1
 
     def _stdio_parameters(self) -> Any:
         if isinstance(self.server, StdioServer):
@@ -337,6 +384,7 @@ class MCPConnection:
                         httpx2.AsyncClient(
                             headers={k: v.get_secret_value() for k, v in server.headers.items()},
                             timeout=httpx2.Timeout(server.connect_timeout_seconds, read=300.0),
+                            transport=capped_transport(cap + SSE_OVERHEAD_BYTES, self._overflowed),
                         )
                     )
                     target = streamable_http_client(
@@ -506,6 +554,7 @@ class MCPRetriever(SearchKwargsRetriever):
             raise
         except Exception as error:
             raise self._failure(error, opening=True) from None
+        overflows = connection.overflows
         try:
             return await asyncio.wait_for(
                 client.call_tool(self.settings.tool_name, arguments, read_timeout_seconds=timeout),
@@ -516,6 +565,11 @@ class MCPRetriever(SearchKwargsRetriever):
         except Exception as error:
             if _is_connection_lost(error):
                 await connection.discard(client)
+            if connection.overflows != overflows:
+                raise BackendResponseError(
+                    f"{self._where()}: answer over max_response_bytes ({self.settings.cap}): "
+                    "reading stopped at the cap"
+                ) from None
             raise self._failure(error) from None
 
     def _failure(self, error: Exception, *, opening: bool = False) -> Exception:

@@ -212,6 +212,7 @@ def test_http_answer_over_the_cap_is_not_read(build, http_server):
     graph = build(mcp_entry("huge", max_response_bytes=1000), server)
     branch = mcp_branch(graph.invoke({"query": QUESTION}))
     assert branch["status"] == "failed"
+    assert "max_response_bytes (1000): reading stopped at the cap" in branch["error"]
 
 
 def test_text_content_blocks_become_documents_with_ids_from_their_text(tmp_path):
