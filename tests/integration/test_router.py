@@ -320,7 +320,7 @@ async def test_openai_async_stream_and_not(router, proxy):
     )
     assert raw.headers["x-parallel-rag-route"] == "chat"
     text = ""
-    async for chunk in await raw.parse():
+    async for chunk in raw.parse():
         if chunk.choices:
             text += chunk.choices[0].delta.content or ""
     assert text.strip()
