@@ -62,9 +62,22 @@ from parallel_rag.backends.base import (
     SettingError,
     scored_document,
 )
-from parallel_rag.backends.json_http import DEFAULT_MAX_RESPONSE_BYTES, BackendResponseError
+from parallel_rag.backends.external_api import contradicts
+from parallel_rag.backends.json_http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BackendResponseError,
+    require,
+)
 from parallel_rag.backends.secrets import redact, register_secrets
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    StringConstraints,
+    field_validator,
+)
 
 PLACEHOLDER = re.compile(r"\$\{\s*([A-Za-z_]+)\s*\}")
 PLACEHOLDERS = ("user_content", "top_k", "filters", "decision_name")
@@ -89,28 +102,16 @@ class StdioServer(_Strict):
     connect_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
 
 
+HeaderName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,64}$")]
+
+
 class StreamableHTTPServer(_Strict):
     """A server reached over streamable HTTP; ``headers`` values are secrets (redacted)."""
 
     transport: Literal["streamable_http"]
-    url: str
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    url: str = Field(pattern=r"^https?://[^\s/]+", description="http:// or https:// URL")
+    headers: dict[HeaderName, SecretStr] = Field(default_factory=dict)
     connect_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
-
-    @field_validator("headers")
-    @classmethod
-    def _header_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
-        for name in value:
-            if not re.match(r"^[A-Za-z0-9-]{1,64}$", name):
-                raise ValueError(f"invalid header name {name!r}")
-        return value
 
 
 MCPServerConfig = Annotated[StdioServer | StreamableHTTPServer, Field(discriminator="transport")]
@@ -204,22 +205,10 @@ def text_id(text: str) -> str:
     return "mcp-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
-def _require(mapping: Any, key: str, where: str) -> Any:
-    if not isinstance(mapping, Mapping):
-        raise BackendResponseError(f"{where}: expected an object, got {type(mapping).__name__}")
-    if key not in mapping:
-        raise BackendResponseError(f"{where}: missing field '{key}'")
-    return mapping[key]
-
-
 def _score(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BackendResponseError(f"{where}: score {value!r} is not a number")
     return float(value)
-
-
-def _contradicts(metadata: Mapping[str, Any], filters: MetadataFilter | None) -> bool:
-    return any(key in metadata and metadata[key] != value for key, value in (filters or {}).items())
 
 
 def result_documents(result: Any, settings: MCPSettings, where: str) -> list[Document]:
@@ -230,7 +219,7 @@ def result_documents(result: Any, settings: MCPSettings, where: str) -> list[Doc
         items: Any = structured
         walked = f"{where}: structuredContent"
         for part in settings.results_path.split(".") if settings.results_path else []:
-            items = _require(items, part, walked)
+            items = require(items, part, walked)
             walked = f"{walked}.{part}"
         if not isinstance(items, list):
             raise BackendResponseError(f"{walked}: expected a list, got {type(items).__name__}")
@@ -248,13 +237,13 @@ def result_documents(result: Any, settings: MCPSettings, where: str) -> list[Doc
 
 def _item_document(item: Any, settings: MCPSettings, where: str) -> Document:
     s = settings
-    doc_id = _require(item, s.id_field, where)
+    doc_id = require(item, s.id_field, where)
     if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
         raise BackendResponseError(f"{where}: field '{s.id_field}' is not a string or integer")
-    content = _require(item, s.content_field, where)
+    content = require(item, s.content_field, where)
     if not isinstance(content, str):
         raise BackendResponseError(f"{where}: field '{s.content_field}' is not a string")
-    score = _score(_require(item, s.score_field, where), where) if s.score_field else 0.0
+    score = _score(require(item, s.score_field, where), where) if s.score_field else 0.0
     if s.metadata_field:
         metadata = item.get(s.metadata_field) or {}
         if not isinstance(metadata, Mapping):
@@ -680,7 +669,7 @@ class MCPRetriever(SearchKwargsRetriever):
                 f"{where}: answer of {size} bytes exceeds max_response_bytes ({self.settings.cap})"
             )
         docs = result_documents(result, self.settings, where)
-        kept = [d for d in docs if not _contradicts(d.metadata, filters)]
+        kept = [d for d in docs if not contradicts(d.metadata, filters)]
         if self.score_threshold is not None:
             kept = [d for d in kept if d.metadata[SCORE_KEY] >= self.score_threshold]
         return kept[:limit]

@@ -207,7 +207,7 @@ def test_mcp_names_a_declared_server_at_load_time():
         (mcp(arguments={"q": "${query}"}), MCP_SERVERS, "unknown placeholder(s) ['query']"),
         (mcp(arguments={"top": "${top_k}"}), MCP_SERVERS, "${user_content} placeholder"),
         (mcp(transport="stdio"), MCP_SERVERS, "transport"),
-        (mcp(), {"docs": {"transport": "streamable_http", "url": "ftp://x"}}, "http:// or"),
+        (mcp(), {"docs": {"transport": "streamable_http", "url": "ftp://x"}}, "match pattern"),
         (mcp(), {"docs": {"transport": "smoke-signals"}}, "mcp_servers.docs"),
     ],
 )
