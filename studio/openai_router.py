@@ -489,7 +489,7 @@ class Upstreams:
         self._clients.clear()
 
 
-def upstream_failure(error: Exception, url: str) -> RouterError:
+def upstream_failure(error: Exception) -> RouterError:
     if isinstance(error, httpx.TimeoutException):
         return RouterError(
             504,
@@ -531,7 +531,7 @@ class RelayResponse(StreamingResponse):
             async for chunk in self.upstream.aiter_raw():
                 yield chunk
         except httpx.HTTPError as error:
-            failure = upstream_failure(error, "")
+            failure = upstream_failure(error)
             body = {
                 "error": {
                     "message": failure.message,
@@ -789,7 +789,7 @@ class RouterRuntime:
         try:
             answer = await client.post(url, json=forward)
         except httpx.HTTPError as error:
-            raise upstream_failure(error, url) from None
+            raise upstream_failure(error) from None
         failure = upstream_status_error(answer.status_code, answer.content)
         if failure is not None:
             failure.headers.update(headers)
@@ -812,12 +812,12 @@ class RouterRuntime:
         try:
             upstream = await client.send(request, stream=True)
         except httpx.HTTPError as error:
-            raise upstream_failure(error, url) from None
+            raise upstream_failure(error) from None
         if upstream.status_code >= 400:
             try:
                 content = await upstream.aread()
             except httpx.HTTPError as error:
-                raise upstream_failure(error, url) from None
+                raise upstream_failure(error) from None
             finally:
                 await upstream.aclose()
             failure = upstream_status_error(upstream.status_code, content)

@@ -22,6 +22,7 @@ from parallel_rag.studio.openai_router import (
     ChatRequest,
     ContextCache,
     RouterError,
+    RouterRuntime,
     inject,
     inject_system_prompt,
     inject_tool_role,
@@ -461,3 +462,50 @@ def test_report_headers_are_ascii():
         value.encode("ascii")
     assert headers["x-parallel-rag-branches"] == "q0:dense=ok:2"
     assert headers["x-parallel-rag-documents"] == "d1,d%C3%A9%2C2"
+
+
+# -- matching without embeddings ---------------------------------------------------------------
+
+
+def runtime(tmp_path) -> RouterRuntime:
+    return RouterRuntime(parse_router(recipe()), tmp_path, compile_graphs=False)
+
+
+def test_model_naming_a_route_selects_it(tmp_path):
+    choice = runtime(tmp_path).matcher.choose("qdrant-docs", "anything")
+    assert (choice.route.name, choice.reason) == ("qdrant-docs", "model")
+
+
+def test_unknown_model_is_404_model_not_found(tmp_path):
+    with pytest.raises(RouterError) as caught:
+        runtime(tmp_path).matcher.choose("gpt-nope", "hi")
+    assert (caught.value.status, caught.value.code, caught.value.param) == (
+        404,
+        "model_not_found",
+        "model",
+    )
+
+
+def test_auto_keyword_match_comes_first(tmp_path):
+    choice = runtime(tmp_path).matcher.choose("auto", "How does BM25 weigh terms?")
+    assert (choice.route.name, choice.reason) == ("parallel", "keyword")
+    assert choice.signals["keywords"] == {"parallel": ["bm25"]}
+    # a keyword is a whole word: "bm250" is not "bm25"
+    assert runtime(tmp_path).matcher.keyword_hits("the bm250 codec") == {}
+
+
+def test_preview_plan_without_retrieval(tmp_path):
+    preview = runtime(tmp_path).preview(
+        {"model": "ranked", "messages": [{"role": "user", "content": "q"}], "rag": {"top_k": 2}}
+    )
+    assert preview["route"] == "ranked" and preview["reason"] == "model"
+    plan = preview["plan"]
+    assert plan["rerank"]["kind"] == "cross_encoder" and plan["rerank"]["top_k"] == 3
+    assert plan["documents_injected"] == 2
+    assert plan["on_failure"] == "block"
+    assert "latency" not in json.dumps(preview) and "ms" not in plan
+
+
+def test_models_lists_auto_and_every_route(tmp_path):
+    ids = [m["id"] for m in runtime(tmp_path).models()["data"]]
+    assert ids == ["auto", "milvus-docs", "qdrant-docs", "ranked", "parallel", "chat", "disabled"]
