@@ -18,6 +18,7 @@ from parallel_rag.backends.base import BackendContext, BackendSpec, StoreWriter
 MODULES = (
     "bm25",
     "qdrant",
+    "qdrant_edge",
     "milvus",
     "external_api",
     "openai_file_search",

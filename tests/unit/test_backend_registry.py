@@ -57,7 +57,7 @@ def test_writable_backends_have_a_store_writer_that_implements_the_protocol(name
 
 
 def test_the_writable_backends_are_the_stores_ingest_writes():
-    assert WRITABLE == ["bm25", "milvus", "qdrant", "vectorstore"]
+    assert WRITABLE == ["bm25", "milvus", "qdrant", "qdrant_edge", "vectorstore"]
 
 
 def test_the_configuration_schema_is_derived_from_the_registry():

@@ -1,0 +1,286 @@
+"""``qdrant_edge``: Qdrant's engine in-process, on disk. Ingest through the CLI's code path,
+ids/content/scores, tenants as filters, persistence across processes, readers during a write,
+exact results on small data, and a writer killed mid-write leaving the store as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from parallel_rag.backends.qdrant_edge import (
+    CURRENT_FILE,
+    QdrantEdgeRetriever,
+    QdrantEdgeSettings,
+    current_revision,
+    open_revision,
+    write_chunks,
+)
+from parallel_rag.graph import build_graph
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
+from parallel_rag.graph.loading import parse_config
+from parallel_rag.studio.ingestion import ingest_paths
+from qdrant_edge import Query, QueryRequest
+
+EdgeEntry = ENTRY_MODELS["qdrant_edge"]
+
+pytestmark = pytest.mark.integration
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("edge-corpus") / "tenants.jsonl"
+    lines = [
+        json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
+        for d in TENANT_DOCS
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def ingested(corpus_file, tmp_path_factory):
+    base_dir = tmp_path_factory.mktemp("edge")
+    entry = {"name": "dense", "backend": "qdrant_edge", "backend_config": {"path": "edge"}}
+    config = parse_config(
+        {
+            "retrievers": [{"name": "lexical", "backend": "bm25"}, entry],
+            "generator": {"min_similarity": None},
+        }
+    )
+    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    assert "dense (qdrant_edge)" in report.indexes
+    return entry, base_dir, config
+
+
+def retriever(entry: dict, base_dir: Path, **extra):
+    return build_retriever(
+        EdgeEntry.model_validate({**entry, **extra}), base_dir, EmbeddingsConfig()
+    )
+
+
+def test_search_returns_ids_content_metadata_and_scores(ingested):
+    entry, base_dir, _ = ingested
+    docs = retriever(entry, base_dir).invoke(BRIDGE_QUESTION, k=2)
+    assert len(docs) == 2 and "Golden Gate" in docs[0].page_content
+    assert docs[0].metadata["record_id"].endswith("bridge")
+    assert 0 < docs[0].metadata["retrieval_score"] <= 1.0001
+    again = retriever(entry, base_dir).invoke(BRIDGE_QUESTION, k=2)
+    assert [d.id for d in again] == [d.id for d in docs]  # stable ids
+
+
+def test_tenant_filter_never_returns_another_tenant(ingested):
+    entry, base_dir, _ = ingested
+    dense = retriever(entry, base_dir)
+    assert {d.metadata["tenant"] for d in dense.invoke(BRIDGE_QUESTION, k=6)} == {
+        "acme",
+        "globex",
+    }
+    for tenant in ("acme", "globex"):
+        docs = dense.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": tenant})
+        assert len(docs) == 3 and {d.metadata["tenant"] for d in docs} == {tenant}
+    assert dense.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": "nobody"}) == []
+
+
+def test_threshold_is_the_score_threshold(ingested):
+    entry, base_dir, _ = ingested
+    docs = retriever(entry, base_dir, similarity_threshold=0.5).invoke(BRIDGE_QUESTION, k=6)
+    assert docs and len(docs) < 6
+    assert all(d.metadata["retrieval_score"] >= 0.5 for d in docs)
+
+
+def test_edge_branch_in_the_graph_with_a_tenant(ingested):
+    _, base_dir, config = ingested
+    result = build_graph(config, base_dir=base_dir).invoke(
+        {"query": BRIDGE_QUESTION, "tenant": "acme", "top_k": 3}
+    )
+    assert {b["status"] for b in result["branches"]} == {"ok"}
+    assert {d["metadata"]["tenant"] for d in result["documents"]} == {"acme"}
+
+
+def test_the_store_persists_and_another_process_reads_it(ingested):
+    entry, base_dir, _ = ingested
+    here = [d.id for d in retriever(entry, base_dir).invoke(BRIDGE_QUESTION, k=3)]
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from parallel_rag.backends.qdrant_edge import QdrantEdgeRetriever, QdrantEdgeSettings\n"
+        "settings = QdrantEdgeSettings(path='edge')\n"
+        "r = QdrantEdgeRetriever(settings=settings, base_dir=Path(sys.argv[1]))\n"
+        "print(json.dumps([d.id for d in r.invoke(sys.argv[2], k=3)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(base_dir), BRIDGE_QUESTION],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == here
+
+
+def test_reingesting_unchanged_files_leaves_the_store_alone(ingested, corpus_file):
+    _, base_dir, config = ingested
+    directory = QdrantEdgeSettings(path="edge").store_dir(base_dir)
+    before = current_revision(directory)
+    ingest_paths([corpus_file], config, base_dir, progress=False)
+    assert current_revision(directory) == before
+
+
+# ------------------------------------------------------------------ the store on its own vectors
+
+
+def unit_vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def write(settings, vectors, *, first=0, file_id="f", replace=(), model="bundled"):
+    ids = [f"chunk-{first + i}" for i in range(len(vectors))]
+    write_chunks(
+        settings,
+        None,
+        ids=ids,
+        texts=[f"text {first + i}" for i in range(len(vectors))],
+        metadatas=[
+            {"file_id": file_id, "tenant": f"t{(first + i) % 3}"} for i in range(len(vectors))
+        ],
+        vectors=vectors.tolist(),
+        replace_file_ids=list(replace),
+        embedding_model=model,
+    )
+    return ids
+
+
+def search(settings, vector, k=10, **kwargs):
+    shard = open_revision(settings.store_dir()).shard
+    hits = shard.query(
+        QueryRequest(limit=k, query=Query.Nearest(vector.tolist()), with_payload=True, **kwargs)
+    )
+    return [(h.payload["id"], h.score) for h in hits]
+
+
+def test_identical_results_to_exact_search_on_small_data(tmp_path):
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    vectors = unit_vectors(500, 16, seed=1)
+    ids = write(settings, vectors)
+    for query in unit_vectors(20, 16, seed=2):
+        scores = vectors @ query
+        exact = [ids[i] for i in np.argsort(-scores, kind="stable")[:10]]
+        found = search(settings, query)
+        assert [chunk for chunk, _ in found] == exact
+        assert np.allclose([s for _, s in found], np.sort(scores)[::-1][:10], atol=1e-4)
+
+
+def test_replacing_a_file_keeps_the_others_and_ids_are_stable(tmp_path):
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    vectors = unit_vectors(40, 8, seed=3)
+    write(settings, vectors[:20], file_id="a")
+    write(settings, vectors[20:], first=20, file_id="b")
+    write(settings, vectors[:5], file_id="a", replace=["a"])
+    held = open_revision(settings.store_dir())
+    assert held.shard.info().points_count == 25
+    assert search(settings, vectors[25], k=1)[0][0] == "chunk-25"
+    assert search(settings, vectors[3], k=1)[0][0] == "chunk-3"
+    revisions = [p for p in settings.store_dir().iterdir() if p.name.startswith("rev-")]
+    assert len(revisions) <= 2  # the live one and the previous, for readers still on it
+
+
+def test_a_store_refuses_another_embedding_model(tmp_path):
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    write(settings, unit_vectors(4, 8, seed=4))
+    with pytest.raises(ValueError, match="refusing"):
+        write(settings, unit_vectors(4, 8, seed=5), first=4, model="other/model")
+    other = QdrantEdgeRetriever(settings=settings, embedding_model="other/model")
+    with pytest.raises(ValueError, match="built with"):
+        other.invoke("q")
+
+
+def test_a_missing_store_is_a_clear_error(tmp_path):
+    missing = QdrantEdgeRetriever(settings=QdrantEdgeSettings(path=str(tmp_path)))
+    with pytest.raises(LookupError, match="parallel-rag ingest"):
+        missing.invoke("q")
+
+
+def test_readers_keep_answering_during_a_write(tmp_path):
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    vectors = unit_vectors(3000, 32, seed=6)
+    write(settings, vectors[:1000], file_id="a")
+    probe = vectors[10]
+    failures: list[BaseException] = []
+    answers: list[str] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                answers.append(search(settings, probe, k=1)[0][0])
+            except BaseException as error:  # noqa: BLE001 - collected for the assertion
+                failures.append(error)
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    try:
+        write(settings, vectors[1000:], first=1000, file_id="b")
+        write(settings, vectors[:1000], file_id="a", replace=["a"])
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join(timeout=60)
+    assert not failures
+    assert answers and set(answers) == {"chunk-10"}
+    assert open_revision(settings.store_dir()).shard.info().points_count == 3000
+
+
+KILLED_WRITER = """
+import sys
+import numpy as np
+from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings, write_chunks
+settings = QdrantEdgeSettings(path=sys.argv[1])
+vectors = np.random.default_rng(7).normal(size=(200_000, 32)).astype(np.float32)
+print("writing", flush=True)
+write_chunks(settings, None, ids=[f"big-{i}" for i in range(len(vectors))],
+             texts=["x"] * len(vectors), metadatas=[{"file_id": "big"}] * len(vectors),
+             vectors=vectors.tolist(), replace_file_ids=["a"])
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_the_store_as_it_was(tmp_path):
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    vectors = unit_vectors(200, 16, seed=8)
+    write(settings, vectors, file_id="a")
+    directory = settings.store_dir()
+    live = (directory / CURRENT_FILE).read_text()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert writer.stdout.readline().strip() == "writing"
+        deadline = time.monotonic() + 120
+        while not list(directory.glob(".rev-*.tmp-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # well into copying or upserting
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=60)
+    assert (directory / CURRENT_FILE).read_text() == live
+    assert search(settings, vectors[7], k=1)[0][0] == "chunk-7"
+    write(settings, vectors[:3], first=1000, file_id="c")  # the next write converges
+    assert not list(directory.glob(".rev-*.tmp-*"))
+    assert open_revision(directory).shard.info().points_count == 203
