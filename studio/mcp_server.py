@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import os
 import sys
 from typing import Annotated, Any
@@ -39,6 +40,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import PlainTextResponse  # noqa: E402
 
 TOOLS = ("search", "ask")
+logger = logging.getLogger(__name__)
 DEFAULT_PORT = 8765
 HOST = "127.0.0.1"
 SEARCH_DESCRIPTION = (
@@ -85,6 +87,9 @@ def run_graph(graph: CompiledStateGraph, arguments: dict[str, Any]) -> dict[str,
         return graph.invoke(request)
     except RAGError as error:  # on_failure: block, or a request the pipeline cannot serve
         raise ToolError(redact(str(error))) from None
+    except Exception as error:  # never a traceback or a secret to the client; the log has it
+        logger.exception("MCP tool call failed")
+        raise ToolError(f"{type(error).__name__}: {redact(str(error))}"[:500]) from None
 
 
 def _tool(function: Any, name: str) -> Any:
