@@ -43,13 +43,49 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Comp
 def router_config(retrievers: list[dict], upstream: str, dead: str) -> dict:
     lexical, dense = retrievers
     dense_single = {k: v for k, v in dense.items() if k != "name"}
+    ranked = {
+        **dense_single,
+        "top_k": 4,
+        "rerank": {"top_k": 2},
+    }
     return {
+        "global": {
+            "model_catalog": {
+                "deployments": {
+                    "document-ranker": {
+                        "provider": "model_runtime",
+                        "artifact": "no-such-reranker-model",  # missing: on_failure applies
+                        "device": "cpu",
+                        "input": {"max_tokens": 512, "overflow": "reject"},
+                    }
+                }
+            }
+        },
         "upstream": {"base_url": upstream, "timeouts": {"connect": 5, "read": 240}},
         "routing": {
             "default": "chat",
             "similarity_threshold": 0.3,
             "context_cache": {"max_entries": 64, "ttl_seconds": 600},
+            "model_bindings": {
+                "rag.reranker": {
+                    "deployment": "document-ranker",
+                    "contract": "relevance_scores.v1",
+                    "pair_scorer": {"layer": 0, "dimension": 0},
+                }
+            },
             "decisions": [
+                {
+                    "name": "ranked-warn",
+                    "model": "smollm2",
+                    "plugins": [{"type": "rag", "configuration": {**ranked, "on_failure": "warn"}}],
+                },
+                {
+                    "name": "ranked-block",
+                    "model": "smollm2",
+                    "plugins": [
+                        {"type": "rag", "configuration": {**ranked, "on_failure": "block"}}
+                    ],
+                },
                 {
                     "name": "docs",
                     "model": "smollm2",
@@ -567,3 +603,18 @@ def test_concurrent_requests_share_the_gate(router):
 
     responses = asyncio.run(many())
     assert all(r.status_code == 200 for r in responses)
+
+
+def test_reranker_binding_failure_follows_on_failure(router, proxy):
+    body = {"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 4}
+    warned = httpx.post(
+        router + "/v1/chat/completions", json={**body, "model": "ranked-warn"}, timeout=300
+    )
+    assert warned.status_code == 200, warned.text
+    assert "rerank" in warned.headers["x-parallel-rag-warning"].lower()
+    assert len(warned.json()["parallel_rag"]["documents"]) == 2  # rerank.top_k: still the cap
+    assert proxy.last_body()["messages"][-1]["role"] == "tool"
+    blocked = httpx.post(
+        router + "/v1/chat/completions", json={**body, "model": "ranked-block"}, timeout=300
+    )
+    _error(blocked, 503, "on_failure_block")
