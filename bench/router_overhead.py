@@ -124,10 +124,14 @@ def p50(values: list[float]) -> float:
     return round(statistics.median(values), 2)
 
 
-def completion_ms(client: httpx.Client, url: str, body: dict) -> float:
+def completion_ms(client: httpx.Client, url: str, body: dict, context: list | None = None):
+    """Wall time of one completion; ``context`` collects the router's own measure of the time
+    it spent obtaining context (``x-parallel-rag-context-ms``: retrieval, or a cache lookup)."""
     started = time.perf_counter()
     response = client.post(url + "/chat/completions", json=body)
     response.raise_for_status()
+    if context is not None:
+        context.append(float(response.headers["x-parallel-rag-context-ms"]))
     return (time.perf_counter() - started) * 1000
 
 
@@ -208,17 +212,22 @@ def main(argv: list[str] | None = None) -> int:
                 "added_p50_ms": round(p50(through) - p50(direct), 2),
             }
             asked = questions[: args.requests]
-            miss, hit = [], []
+            miss, hit, miss_context, hit_context = [], [], [], []
             for question in asked:
                 body = {"model": "docs", "max_tokens": 1,
                         "messages": [{"role": "user", "content": question}]}  # fmt: skip
-                miss.append(completion_ms(client, routed, body))
-                hit.append(completion_ms(client, routed, body))
-            results["docs route, 1-token completion"] = {
-                "cache_miss_p50_ms": p50(miss),
-                "cache_hit_p50_ms": p50(hit),
-                "saved_p50_ms": round(p50(miss) - p50(hit), 2),
+                miss.append(completion_ms(client, routed, body, miss_context))
+                hit.append(completion_ms(client, routed, body, hit_context))
+            # the wall times include the upstream, whose own prompt cache also favours the
+            # repeat; the router's context time is the cache's effect alone
+            results["docs route: context (retrieval vs cache lookup)"] = {
+                "miss_p50_ms": p50(miss_context),
+                "hit_p50_ms": p50(hit_context),
                 "questions": len(asked),
+            }
+            results["docs route: whole 1-token completion"] = {
+                "miss_p50_ms": p50(miss),
+                "hit_p50_ms": p50(hit),
             }
     finally:
         stop(router)

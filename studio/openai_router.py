@@ -748,8 +748,10 @@ class RouterRuntime:
                 code="invalid_value",
                 param="messages",
             )
+        started = time.perf_counter()
         outcome = await self.retrieve(route, query, request.rag)
         report.update(
+            context_ms=round((time.perf_counter() - started) * 1000, 2),
             cache=outcome.cache,
             branches=outcome.branches,
             documents=[d["id"] for d in outcome.documents],
@@ -862,6 +864,8 @@ def report_headers(report: Mapping[str, Any]) -> dict[str, str]:
     }
     if report.get("retrieval"):
         headers[f"{HEADER_PREFIX}cache"] = report.get("cache", "off")
+        if "context_ms" in report:  # measured: the retrieval, or the cache lookup on a hit
+            headers[f"{HEADER_PREFIX}context-ms"] = str(report["context_ms"])
         stats = report.get("cache_stats")
         if stats is not None:
             headers[f"{HEADER_PREFIX}cache-hits"] = str(stats.hits)
