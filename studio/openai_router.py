@@ -731,7 +731,10 @@ class RouterRuntime:
         request = validated(ChatRequest, body)
         messages = body["messages"]
         query = last_user_text(messages)
-        choice = await asyncio.to_thread(self.matcher.choose, request.model, query)
+        if request.model == AUTO_MODEL:  # may embed the message: off the event loop
+            choice = await asyncio.to_thread(self.matcher.choose, request.model, query)
+        else:
+            choice = self.matcher.choose(request.model, query)
         route = choice.route
         report: dict[str, Any] = {"route": route.name, "reason": choice.reason}
         forward = {k: v for k, v in body.items() if k != "rag"}
