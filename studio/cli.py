@@ -339,9 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from parallel_rag.backends.base import StoreInUseError
-    from parallel_rag.studio.document_loading import DocumentLoadError
     from parallel_rag.graph.configuration import ConfigError
     from parallel_rag.nodes.failure_policy import RAGError
+    from parallel_rag.studio.document_loading import DocumentLoadError
     from pydantic import ValidationError
 
     args = build_parser().parse_args(argv)
