@@ -88,6 +88,88 @@ async def test_extractive_async():
     assert generated.cited_numbers == [2]
 
 
+NOTE_G = "Note G set out a method for the engine to calculate Bernoulli numbers."
+PROGRAM = "It is often described as the first published computer program."
+
+
+def test_extractive_brings_the_antecedent_of_a_leading_pronoun():
+    docs = [
+        {
+            "id": "ada",
+            "content": f"Lovelace translated the paper in 1843. {NOTE_G} {PROGRAM}",
+            "metadata": {"source": "ada.md"},
+        }
+    ]
+    generated = ExtractiveGenerator().generate(
+        "What is described as the first published computer program?", docs
+    )
+    assert generated.answer == f"{NOTE_G} {PROGRAM} [1]"  # one citation closes the pair
+    assert generated.cited_numbers == [1]
+
+
+def test_extractive_skips_a_leading_pronoun_with_nothing_before_it():
+    docs = [
+        {
+            "id": "ada",
+            "content": f"{PROGRAM} Ada Lovelace wrote the first published computer program.",
+            "metadata": {},
+        }
+    ]
+    generated = ExtractiveGenerator().generate(
+        "Who wrote the first published computer program?", docs
+    )
+    assert generated.answer == "Ada Lovelace wrote the first published computer program. [1]"
+
+
+def test_extractive_skips_the_pronoun_when_its_antecedent_does_not_fit():
+    docs = [
+        {
+            "id": "a",
+            "content": "Ada Lovelace wrote the first published computer program.",
+            "metadata": {},
+        },
+        {"id": "b", "content": f"{NOTE_G} {PROGRAM}", "metadata": {}},
+    ]
+    generated = ExtractiveGenerator(max_words=20).generate(
+        "Who wrote the first published computer program?", docs
+    )
+    assert generated.answer == "Ada Lovelace wrote the first published computer program. [1]"
+    assert "It is" not in generated.answer
+
+
+def test_extractive_prefers_the_sentence_with_what_the_question_asks_for():
+    docs = [
+        {
+            "id": "crowds",
+            "content": "The Harbour Bridge opening drew crowds to the harbour.",
+            "metadata": {},
+        },
+        {"id": "date", "content": "The Harbour Bridge opened on 19 March 1932.", "metadata": {}},
+    ]
+    generated = ExtractiveGenerator(max_sentences=1).generate(
+        "When did the Harbour Bridge open?", docs
+    )
+    assert generated.answer == "The Harbour Bridge opened on 19 March 1932. [2]"
+    who = ExtractiveGenerator(max_sentences=1).generate(
+        "Who opened the Harbour Bridge?",
+        [
+            {"id": "x", "content": "The Harbour Bridge was opened in 1932.", "metadata": {}},
+            {"id": "y", "content": "Jack Lang opened the Harbour Bridge.", "metadata": {}},
+        ],
+    )
+    assert who.cited_numbers == [2]
+
+
+def test_extractive_answer_stays_within_max_words():
+    docs = [
+        {"id": f"d{i}", "content": f"The Eiffel Tower fact number {i} is here.", "metadata": {}}
+        for i in range(5)
+    ]
+    generated = ExtractiveGenerator(max_words=20).generate("Eiffel Tower fact", docs)
+    assert generated.cited_numbers == [1, 2]  # a third 8-word sentence would pass 20 words
+    assert len(re.sub(r"\[\d+\]", "", generated.answer).split()) <= 20
+
+
 class CountingEmbeddings:
     """Bag-of-letters vectors; records every batch it is asked to embed."""
 
