@@ -245,7 +245,7 @@ def build_graph(
         "fuse",
         make_fuse_node(
             k=pipeline.fusion.k,
-            weights=pipeline.fusion.weights,
+            weights=pipeline.fusion.weights_for(sorted(scope.dense)),
             method=pipeline.fusion.method,
             settings=fusion_settings,
         ),

@@ -11,6 +11,7 @@ one entry model per backend from the registry and composes them, discriminated o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
@@ -20,7 +21,12 @@ from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED
 from parallel_rag.nodes.chat_models import ChatModelSettings
 from parallel_rag.nodes.failure_policy import FailurePolicy
-from parallel_rag.nodes.fuse import DEFAULT_FUSION_K, DEFAULT_FUSION_METHOD, FusionMethod
+from parallel_rag.nodes.fuse import (
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_FUSION_K,
+    DEFAULT_FUSION_METHOD,
+    FusionMethod,
+)
 from parallel_rag.nodes.rerank.listwise import validate_ranking_prompt
 from parallel_rag.nodes.rewrite.rewriters import validate_prompt
 from pydantic import (
@@ -309,7 +315,19 @@ class FusionConfig(_Strict):
         description="RRF constant; for score methods, the rank offset of pseudo-scores "
         "given to a branch without usable scores",
     )
-    weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    weights: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="per retriever name; wins over dense_weight"
+    )
+    dense_weight: float = Field(
+        default=DEFAULT_DENSE_WEIGHT,
+        ge=0,
+        description="weight of each dense (vector) retriever that weights does not name; "
+        "every other retriever defaults to 1",
+    )
+
+    def weights_for(self, dense: Iterable[str]) -> dict[str, float]:
+        """The weight of every retriever ``weights`` names, or that is dense (``dense``)."""
+        return {**dict.fromkeys(dense, self.dense_weight), **self.weights}
 
 
 class GeneratorConfig(_Strict):

@@ -102,7 +102,14 @@ class ParallelFusionRetriever(BaseRetriever):
                 raise ValueError(f"weights: {len(weights)} weights for {len(names)} retrievers")
             weights = dict(zip(names, weights, strict=True))
         config = dict(pipeline or {})
-        config["fusion"] = {**config.get("fusion", {}), "k": c, "weights": dict(weights or {})}
+        # EnsembleRetriever's fusion: RRF with equal weights, unless ``pipeline`` says otherwise
+        config["fusion"] = {
+            "method": "rrf",
+            "dense_weight": 1.0,
+            **config.get("fusion", {}),
+            "k": c,
+            "weights": dict(weights or {}),
+        }
         return cls.from_config(
             config, retrievers=retrievers, rewriter_model=rewriter_model, **fields
         )

@@ -108,7 +108,13 @@ async def test_runs_stream_shows_each_node_and_each_branch_as_it_finishes(client
 
 async def test_context_knobs_apply_per_run(client_and_assistant):
     client, assistant = client_and_assistant
-    knobs = {"retrievers": ["lexical"], "rerank": False, "rewriter": "none", "fusion_k": 10}
+    knobs = {
+        "retrievers": ["lexical"],
+        "rerank": False,
+        "rewriter": "none",
+        "fusion_k": 10,
+        "fusion_method": "rrf",
+    }
     result = await client.runs.wait(None, assistant, input={"query": QUESTION}, context=knobs)
     assert [(b["retriever"], b["rerank_ms"]) for b in result["branches"]] == [("lexical", None)]
     assert "rewrite" not in result["timings"] and "rerank" not in result["timings"]

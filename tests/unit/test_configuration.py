@@ -335,7 +335,7 @@ def test_build_graph_hyde_needs_a_dense_object(fakes):
 def test_build_graph_from_a_yaml_file_counts_retriever_objects(tmp_path, fakes):
     # A file that relies on code-supplied retrievers must validate with them counted.
     path = tmp_path / "objects-only.yaml"
-    path.write_text("retrievers: []\nfusion: {k: 5}\n", encoding="utf-8")
+    path.write_text("retrievers: []\nfusion: {method: rrf, k: 5}\n", encoding="utf-8")
     retrievers = {
         "a": fakes.ListRetriever(docs=[fakes.doc("d", "Some text here.", 1.0)]),
         "b": fakes.DenseListRetriever(),

@@ -136,7 +136,9 @@ def test_retriever_top_k_sets_each_branch_candidate_count(fakes):
 
 def test_fusion_k_and_weights_change_the_scores_as_rrf_says(fakes):
     # a: paris #1, lyon #2; b: berlin #1, paris #2
-    graph = graph_of(two_lists(fakes), {"fusion": {"k": 60, "weights": {"a": 1.0}}})
+    graph = graph_of(
+        two_lists(fakes), {"fusion": {"method": "rrf", "k": 60, "weights": {"a": 1.0}}}
+    )
     plain = graph.invoke(QUESTION)
     assert [d["id"] for d in plain["documents"]] == ["paris", "berlin", "lyon"]
     assert plain["documents"][0]["fused_score"] == pytest.approx(1 / 61 + 1 / 62)

@@ -10,6 +10,7 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.configuration import ConfigError, FusionConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.fuse import (
+    DEFAULT_DENSE_WEIGHT,
     DEFAULT_FUSION_K,
     DEFAULT_FUSION_METHOD,
     DEFAULT_RRF_K,
@@ -213,11 +214,12 @@ def test_config_fusion_k_and_weights_change_the_fused_score(fakes):
             "b": fakes.ListRetriever(docs=[fakes.doc("d", "Shared document text.", 2.0)]),
         }
 
-    default = build_graph({"retrievers": []}, retrievers=retrievers()).invoke("shared text")
+    rrf = {"retrievers": [], "fusion": {"method": "rrf"}}
+    default = build_graph(rrf, retrievers=retrievers()).invoke("shared text")
     assert default["documents"][0]["fused_score"] == pytest.approx(2 / 61)
 
     tuned = build_graph(
-        {"retrievers": [], "fusion": {"k": 10, "weights": {"a": 2.0, "b": 0.5}}},
+        {"retrievers": [], "fusion": {"method": "rrf", "k": 10, "weights": {"a": 2.0, "b": 0.5}}},
         retrievers=retrievers(),
     ).invoke("shared text")
     (doc,) = tuned["documents"]
@@ -232,11 +234,36 @@ def test_methods_and_shipped_defaults():
     assert FUSION_METHODS == ("rrf", "minmax", "zscore", "dbsf")
     assert DEFAULT_FUSION_METHOD in FUSION_METHODS
     shipped = FusionConfig()
-    assert (shipped.method, shipped.k, shipped.weights) == (
+    assert (shipped.method, shipped.k, shipped.weights, shipped.dense_weight) == (
         DEFAULT_FUSION_METHOD,
         DEFAULT_FUSION_K,
         {},
+        DEFAULT_DENSE_WEIGHT,
     )
+    # chosen on training data (bench/fusion_methods.py)
+    assert (DEFAULT_FUSION_METHOD, DEFAULT_DENSE_WEIGHT) == ("minmax", 0.75)
+    tuned = FusionConfig(weights={"vec": 2.0, "lex": 0.5}, dense_weight=0.3)
+    assert tuned.weights_for(["vec", "other-vec"]) == {"vec": 2.0, "other-vec": 0.3, "lex": 0.5}
+
+
+def test_a_config_without_fusion_settings_weighs_dense_retrievers_down(fakes):
+    def retrievers():
+        return {
+            "lex": fakes.ListRetriever(
+                docs=[fakes.doc("d", "Lexical match.", 3.0), fakes.doc("e", "Other.", 1.0)]
+            ),
+            "vec": fakes.DenseListRetriever(
+                docs=[fakes.doc("e", "Other.", 0.9), fakes.doc("d", "Lexical match.", 0.1)]
+            ),
+        }
+
+    result = build_graph({"retrievers": []}, retrievers=retrievers()).invoke("lexical match")
+    scores = {d["id"]: d["fused_score"] for d in result["documents"]}
+    assert scores == pytest.approx({"d": 1.0, "e": DEFAULT_DENSE_WEIGHT})
+    named = build_graph(
+        {"retrievers": [], "fusion": {"weights": {"vec": 2.0}}}, retrievers=retrievers()
+    ).invoke("lexical match")
+    assert [d["id"] for d in named["documents"]] == ["e", "d"]
 
 
 def test_minmax_arithmetic(br):
