@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from parallel_rag.backends.embeddings import BUNDLED, embedding_identity
+from parallel_rag.backends.registry import BACKENDS, REFUSED
 from parallel_rag.graph.configuration import (
     MAX_RETRIEVERS,
     ConfigError,
@@ -54,8 +55,7 @@ RELEVANCE_CONTRACT = "relevance_scores.v1"
 DEFAULT_ROUTE_TOP_K = 5
 ROUTE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 InjectionMode = Literal["tool_role", "system_prompt"]
-_BACKEND_TAGS = {"bm25", "qdrant", "milvus", "external_api", "openai", "vectorstore", "mcp"}
-_BACKEND_TAGS |= {"hybrid"}
+_BACKEND_TAGS = {*BACKENDS, *REFUSED, "hybrid"}  # the tags pydantic puts in error paths
 
 
 class _Strict(BaseModel):
@@ -602,7 +602,7 @@ def store_locations(pipeline: PipelineConfig, base_dir: Path) -> list[Path]:
             found.append(_resolve(settings.path, base_dir) / "collection" / settings.collection)
         elif entry.backend == "milvus" and "://" not in settings.uri:
             found.append(_resolve(settings.uri, base_dir))
-        elif entry.backend == "vectorstore":
+        elif entry.backend in ("vectorstore", "qdrant_edge"):
             found.append(settings.store_dir(base_dir) / "CURRENT")
     return list(dict.fromkeys(found))
 
