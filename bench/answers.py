@@ -51,6 +51,7 @@ RESULTS_MD = REPO_ROOT / "bench" / "ANSWER-RESULTS.md"
 BEFORE_REV = "2dba63c"  # the last revision whose extractive generator kept its top-3 sentences
 GENERATORS_PATH = "nodes/generate/generators.py"
 YES_NO = ("yes", "no")
+FINDINGS = "## Findings"
 _CITATION_MARK = re.compile(r"\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
 
 
@@ -374,7 +375,12 @@ def write_markdown(
         "",
     ]
     body += [f"{note}" for note in notes]
-    path.write_text("\n".join(body).rstrip() + "\n", encoding="utf-8")
+    kept = ""
+    if path.is_file():  # the hand-written findings below the table survive a re-run
+        previous = path.read_text(encoding="utf-8")
+        if FINDINGS in previous:
+            kept = "\n" + previous[previous.index(FINDINGS) :]
+    path.write_text("\n".join(body).rstrip() + "\n" + kept, encoding="utf-8")
 
 
 if __name__ == "__main__":

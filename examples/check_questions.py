@@ -21,7 +21,9 @@ It also checks each question's ``expect`` field:
 * ``lexical``: BM25 rank <= 2 and dense rank > 3
 * ``dense``:   dense rank <= 2 and BM25 rank > 3
 * ``both``:    BM25 rank <= 3 and dense rank <= 3
-* always:      RRF rank <= 3 and ``gold_fact`` occurs verbatim in the gold doc
+* always:      RRF rank <= 3, and ``gold_fact`` and ``answer`` (the phrase the demo's answer
+                must contain, checked by ``tests/integration/test_example_questions.py``)
+                occur verbatim in the gold doc
 
 Exit status is 0 when every question passes, 1 otherwise.
 
@@ -141,8 +143,9 @@ def main() -> int:
             failures.append(f"{q['id']}: unknown gold_source {q['gold_source']}")
             continue
         gold = sources.index(q["gold_source"])
-        if q["gold_fact"] not in units[gold]["text"]:
-            failures.append(f"{q['id']}: gold_fact not found verbatim in {q['gold_source']}")
+        for field in ("gold_fact", "answer"):
+            if q.get(field) is None or q[field] not in units[gold]["text"]:
+                failures.append(f"{q['id']}: {field} not found verbatim in {q['gold_source']}")
 
         lex = ranks_from_scores(bm25.get_scores(tokenize(q["question"])))
         den = ranks_from_scores(doc_emb @ q_emb[qi])
