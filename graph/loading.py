@@ -19,11 +19,12 @@ LEG_FIELDS = frozenset(leg for spec in BACKENDS.values() for leg in spec.legs)
 
 
 def default_config_dict() -> dict[str, Any]:
-    """The embedded defaults: BM25 plus Qdrant local mode on the packaged MiniLM embeddings."""
+    """The embedded defaults: BM25 plus Qdrant Edge (Qdrant's engine in-process, HNSW) on the
+    packaged MiniLM embeddings."""
     return {
         "retrievers": [
             {"name": "lexical", "backend": "bm25"},
-            {"name": "dense", "backend": "qdrant"},
+            {"name": "dense", "backend": "qdrant_edge"},
         ]
     }
 

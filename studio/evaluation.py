@@ -1,8 +1,8 @@
 """Retrieval evaluation on BEIR-layout collections (corpus.jsonl, queries.jsonl, qrels/*.tsv).
 
-Indexes a corpus one document per unit into the configured BM25 and Qdrant indexes (ids shared
-across indexes), then scores each single retriever and the fused graph with ``ir_measures``.
-Used by ``parallel-rag eval``, the quality tests and ``bench/``.
+Indexes a corpus one document per unit into the configured BM25 and Qdrant (local, server or
+Edge) indexes (ids shared across indexes), then scores each single retriever and the fused
+graph with ``ir_measures``. Used by ``parallel-rag eval``, the quality tests and ``bench/``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from parallel_rag.backends.base import BackendContext, ChunkBatch
 from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.backends.qdrant import write_chunks
+from parallel_rag.backends.registry import store_writer
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.studio.document_loading import Chunk
@@ -81,7 +82,7 @@ def corpus_chunks(corpus: dict[str, dict[str, str]]) -> list[Chunk]:
 def index_corpus(
     corpus: dict[str, dict[str, str]], config: PipelineConfig, base_dir: Path, progress=False
 ) -> None:
-    """Write the corpus, one unit per document, into every bm25 and qdrant index of ``config``."""
+    """Write the corpus, one unit per document, into every bm25 and dense index of ``config``."""
     chunks = corpus_chunks(corpus)
     vectors = None
     for entry in config.retrievers:
@@ -93,20 +94,20 @@ def index_corpus(
                 k1=settings.k1,
                 b=settings.b,
             ).save(settings.index_dir(base_dir))
-        elif entry.backend == "qdrant":
+        elif entry.backend in EVALUABLE:
             if vectors is None:
                 vectors = embed_chunks(
                     chunks, config.embeddings.model, config.embeddings.device, progress
                 )
-            write_chunks(
-                entry.backend_config,
-                base_dir,
+            embeddings = config.embeddings
+            context = BackendContext(base_dir, embeddings.model, embeddings.device)
+            batch = ChunkBatch(
                 ids=[c.id for c in chunks],
                 texts=[c.content for c in chunks],
                 metadatas=[c.metadata for c in chunks],
                 vectors=vectors,
-                replace_file_ids=[],
             )
+            store_writer(entry.backend, entry.backend_config, context).write(batch, [])
 
 
 def ranked_doc_ids(items: Iterable[Any]) -> list[str]:
@@ -152,7 +153,7 @@ def single_retrievers(config: PipelineConfig, base_dir: Path) -> dict[str, Any]:
     return {entry.name: make_retriever(entry, config, base_dir) for entry in config.retrievers}
 
 
-EVALUABLE = ("bm25", "qdrant")
+EVALUABLE = ("bm25", "qdrant", "qdrant_edge")
 
 
 def evaluate(

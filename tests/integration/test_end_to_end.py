@@ -1,4 +1,4 @@
-"""End to end on the example corpus: real MiniLM embeddings, real Qdrant local mode, real BM25."""
+"""End to end on the example corpus: real MiniLM embeddings, real Qdrant Edge, real BM25."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from langchain_core.runnables import RunnableLambda
-from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.graph.components import make_retriever
+from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 
 pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -93,20 +93,21 @@ def test_filters_apply_on_every_real_branch(example_graph, example_index):
 
 def test_reingesting_the_same_files_replaces_never_duplicates(example_index, tmp_path):
     from parallel_rag.backends.bm25 import BM25Index
-    from parallel_rag.backends.qdrant import shared_client
+    from parallel_rag.backends.qdrant_edge import open_revision
     from parallel_rag.studio.ingestion import ingest_paths
+    from qdrant_edge import ScrollRequest
 
     config, base_dir, first = example_index
     second = ingest_paths([EXAMPLES / "corpus"], config, base_dir, progress=False)
     assert second.chunks == first.chunks
     bm25 = BM25Index.load(base_dir / ".parallel-rag" / "bm25")
     assert len(bm25) == first.chunks
-    qdrant_entry = config.retrievers[1]
-    client = shared_client(qdrant_entry.backend_config.connection_key(base_dir))
-    count = client.count(qdrant_entry.backend_config.collection, exact=True).count
+    dense_entry = config.retrievers[1]
+    shard = open_revision(dense_entry.backend_config.store_dir(base_dir)).shard
+    count = shard.info().points_count
     assert count == first.chunks
     assert {c.id for c in bm25.chunks} == {
-        str(p.id) for p in client.scroll(qdrant_entry.backend_config.collection, limit=10_000)[0]
+        p.payload["id"] for p in shard.scroll(ScrollRequest(limit=10_000, with_payload=True))[0]
     }
 
 

@@ -1,5 +1,5 @@
 """Fixtures on real parts shared by the integration and reliability suites: the example corpus
-ingested with the embedded defaults (packaged MiniLM, Qdrant local mode and BM25 on disk)."""
+ingested with the embedded defaults (packaged MiniLM, Qdrant Edge and BM25 on disk)."""
 
 from __future__ import annotations
 

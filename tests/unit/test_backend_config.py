@@ -362,6 +362,7 @@ def test_every_seed_backend_has_a_factory():
     assert set(BACKENDS) == {
         "bm25",
         "qdrant",
+        "qdrant_edge",
         "milvus",
         "external_api",
         "openai",

@@ -291,7 +291,7 @@ def test_embedded_defaults_without_any_file(tmp_path, monkeypatch):
     loaded, base_dir = load_config()
     assert [(e.name, e.backend) for e in loaded.retrievers] == [
         ("lexical", "bm25"),
-        ("dense", "qdrant"),
+        ("dense", "qdrant_edge"),
     ]
     assert base_dir == tmp_path
 
