@@ -86,9 +86,12 @@ def pipeline(
     weights: dict[str, float] | None = None,
     reranker: dict | None = None,
     bm25_dir: str = "bm25",
+    shipped_fusion: bool = False,
 ) -> dict[str, Any]:
     """A BM25 + Qdrant pipeline over the bench's indexes; generation is the cheap lexical
-    extractive one (quality figures are about the fused documents, not the answer)."""
+    extractive one (quality figures are about the fused documents, not the answer). Fusion is
+    RRF with ``fusion_k`` and ``weights`` (unnamed: 1), or with ``shipped_fusion`` no
+    ``fusion:`` block at all (the shipped defaults)."""
     config: dict[str, Any] = {
         "retrievers": [
             {
@@ -104,12 +107,27 @@ def pipeline(
                 "backend_config": {"collection": collection, "path": str(work / "qdrant")},
             },
         ],
-        "fusion": {"k": fusion_k, "weights": dict(weights or {})},
+        "fusion": {
+            "method": "rrf",
+            "k": fusion_k,
+            "weights": dict(weights or {}),
+            "dense_weight": 1.0,
+        },
         "generator": {"kind": "extractive", "min_similarity": None},
     }
+    if shipped_fusion:
+        del config["fusion"]
     if reranker:
         config["reranker"] = reranker
     return config
+
+
+def shipped_label() -> str:
+    """The row label of the graph at the shipped fusion defaults (no ``fusion:`` block)."""
+    from parallel_rag.graph.configuration import FusionConfig
+
+    fusion = FusionConfig()
+    return f"fused graph (defaults: {fusion.method}, dense weight {fusion.dense_weight:g})"
 
 
 def build_indexes(corpus: dict[str, dict[str, str]], work: Path, collection: str, depth: int):
@@ -251,8 +269,11 @@ def scifact(
         label = "BM25 (bm25s, english analyzer)" if name == LEX else "dense (Qdrant, MiniLM)"
         add(label, single_runs[name], "single")
 
+    shipped = parse_config(pipeline(work, "scifact", depth=depth, shipped_fusion=True))
+    shipped_graph = build_graph(shipped, base_dir=work)
+    add(shipped_label(), run_graph(shipped_graph, test.queries, depth), "fused")
     graph = build_graph(config, base_dir=work)
-    add("fused graph (RRF k=60, equal weights)", run_graph(graph, test.queries, depth), "fused")
+    add("fused graph (RRF k=60, equal weights)", run_graph(graph, test.queries, depth), "fused-rrf")
 
     add(
         "EnsembleRetriever (same 2 retrievers, c=60)",
@@ -419,10 +440,12 @@ def hotpotqa(
     for name, retriever in singles.items():
         label = "BM25 (bm25s, english analyzer)" if name == LEX else "dense (Qdrant, MiniLM)"
         add(label, run_retriever(retriever, queries, depth), "single")
+    shipped = parse_config(pipeline(work, "hotpotqa", depth=depth, shipped_fusion=True))
+    add(shipped_label(), run_graph(build_graph(shipped, base_dir=work), queries, depth), "fused")
     add(
         "fused graph (RRF k=60, equal weights)",
         run_graph(build_graph(config, base_dir=work), queries, depth),
-        "fused",
+        "fused-rrf",
     )
     add(
         "EnsembleRetriever (same 2 retrievers, c=60)",
