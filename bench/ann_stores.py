@@ -395,7 +395,8 @@ def main(argv: list[str] | None = None) -> None:
         emit(run_one(store, n, args.queries, Path(args.work) / f"{store}-{n}"))
         return
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    raw = Path(args.out).with_suffix(".json")
+    raw = REPO_ROOT / "bench" / "out" / "ann_stores.json"  # every row so far, for --merge
+    raw.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(raw.read_text()) if args.merge and raw.exists() else []
     for n in [int(s) for s in args.sizes.split(",")]:
         for store in args.stores.split(","):
