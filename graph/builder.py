@@ -35,8 +35,8 @@ from parallel_rag.graph.configuration import (
     PipelineConfig,
     RewriterConfig,
 )
-from parallel_rag.graph.loading import load_config, parse_config
 from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter, fusion_settings
+from parallel_rag.graph.loading import load_config, parse_config
 from parallel_rag.graph.routing import make_entry_router, make_view_router
 from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
 from parallel_rag.nodes.fallback import FallbackNode

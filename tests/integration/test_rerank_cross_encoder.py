@@ -21,16 +21,16 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.base import scored_document
+from parallel_rag.backends.embeddings import bundled_model_path
+from parallel_rag.graph import ConfigError, build_graph
+from parallel_rag.graph.components import make_scorer
+from parallel_rag.graph.configuration import RerankerConfig
 from parallel_rag.nodes.rerank.cross_encoder import (
     EXITS_FILE,
     CrossEncoderScorer,
     load_cross_encoder,
 )
-from parallel_rag.backends.embeddings import bundled_model_path
 from parallel_rag.nodes.rerank.scorers import QueryOverBudgetError, TokenBudgetError
-from parallel_rag.graph import ConfigError, build_graph
-from parallel_rag.graph.components import make_scorer
-from parallel_rag.graph.configuration import RerankerConfig
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,10 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from parallel_rag.graph import build_graph
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.chat_models import ChatModelSettings, make_chat_model
+from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.generate.generators import (
     ChatModelGenerator,
     check_citations,
@@ -28,8 +30,6 @@ from parallel_rag.nodes.generate.generators import (
     format_evidence,
 )
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
-from parallel_rag.graph import build_graph
-from parallel_rag.nodes.failure_policy import BlockedError
 
 QUESTION = "When did the Golden Gate Bridge open?"
 DOCS = [
