@@ -1,7 +1,7 @@
 """HotpotQA with each rewriter kind, when an offline chat model is reachable.
 
 The offline LLM is SmolLM2-135M-Instruct served by ``llama-cpp-python``'s OpenAI-compatible
-server (DESIGN §6). The harness starts it itself when ``llama_cpp`` is importable, or uses
+server. The harness starts it itself when ``llama_cpp`` is importable, or uses
 ``--llm URL`` (any OpenAI-compatible endpoint). A 135M model on a shared 2-core CPU takes
 seconds per rewrite, so only the first ``limit`` report questions are used, and the fused
 graph without a rewriter is scored on the same questions beside them.

@@ -1,4 +1,4 @@
-"""Generation (DESIGN §4 Generation): extractive answers, chat-model prompts, citations."""
+"""Generation: extractive answers, chat-model prompts, citations."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def test_evidence_is_cut_to_max_context_length_and_every_block_stays_closed(limi
     text = format_evidence(DOCS, limit)
     full = format_evidence(DOCS, 10_000)
     assert len(text) <= limit < len(full)
-    assert text.endswith("</evidence>\n...")  # DESIGN §4: a cut context ends with "..."
+    assert text.endswith("</evidence>\n...")  # a cut context ends with "..."
     headers, bodies = split_evidence(text[: -len("\n...")])  # every block closed
     full_headers, full_bodies = split_evidence(full)
     assert headers == full_headers[: len(headers)]
@@ -285,8 +285,8 @@ HOSTILE = (
     ],
 )
 def test_retrieved_text_cannot_close_its_block_or_forge_another(docs):
-    """DESIGN §7: instructions, fake headers, closing tags and chat-template special tokens in a
-    document stay data inside that document's block."""
+    """Retrieved text is untrusted: instructions, fake headers, closing tags and chat-template
+    special tokens in a document stay data inside that document's block."""
     text = format_evidence(docs, 10_000)
     headers, bodies = split_evidence(text)  # fails on a block left open
     assert len(headers) == len(bodies) == len(docs)  # no forged block
