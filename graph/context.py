@@ -92,7 +92,8 @@ SETTINGS_NOT_KNOBS: frozenset[str] = frozenset(
     """endpoint url base_url api_base openai_api_base api_key openai_api_key api_key_env token
     headers auth_header auth_scheme organization project uri path index_path location root
     collection vector_store_id db_name namespace class_name backend backend_config primary
-    fallback embeddings request_template filter_expression tenant_field""".split()
+    fallback embeddings request_template filter_expression tenant_field mcp_servers server_name
+    tool_name upstream routing""".split()
 )
 """Configuration fields a run might try to set through ``configurable``: refused by name, so
 a hostile payload fails loudly instead of being silently ignored (none is ever read from a
