@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -178,7 +179,8 @@ def build_graph(
     )
     entry_targets = ["retrieve"]
     if rewriter_config is not None:
-        rewriter = SwitchableRewriter(rewriter_config, rewriter_model, make_rewriter)
+        make = partial(make_rewriter, retrievers=[b.retriever for b in branches])
+        rewriter = SwitchableRewriter(rewriter_config, rewriter_model, make)
         node = RewriteNode(
             rewriter,
             include_original=rewriter_config.include_original,

@@ -5,11 +5,13 @@ registry), plus the rewriter, reranker and generator factories. Relative paths s
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.base import BackendContext, BuildRequest, SettingError
+from parallel_rag.backends.bm25 import BM25Retriever
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.registry import BACKENDS
 from parallel_rag.graph.configuration import (
@@ -32,7 +34,7 @@ from parallel_rag.nodes.rerank.scorers import (
     ExitNotTrainedError,
     ScorerUnavailableError,
 )
-from parallel_rag.nodes.rewrite.rewriters import ChatModelRewriter
+from parallel_rag.nodes.rewrite.rewriters import ChatModelRewriter, PseudoRelevanceRewriter
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +71,19 @@ def make_retriever(entry: RetrieverEntry, config: PipelineConfig, base_dir: Path
     return build_retriever(entry, base_dir, config.embeddings, config)
 
 
-def make_rewriter(config: RewriterConfig, model: BaseChatModel | None) -> ChatModelRewriter:
+def make_rewriter(
+    config: RewriterConfig,
+    model: BaseChatModel | None,
+    retrievers: Sequence[BaseRetriever] = (),
+) -> ChatModelRewriter | PseudoRelevanceRewriter:
+    """The rewriter of ``config.kind``; ``prf`` reads the first BM25 retriever's index."""
+    if config.kind == "prf":
+        bm25 = next((r for r in retrievers if isinstance(r, BM25Retriever)), None)
+        if bm25 is None:
+            raise ConfigError("rewriter.kind: 'prf' needs a bm25 retriever in the pipeline")
+        return PseudoRelevanceRewriter(
+            bm25.get_index, fb_docs=config.fb_docs, fb_terms=config.fb_terms
+        )
     if model is None:
         if config.llm is None:
             raise ConfigError(

@@ -193,9 +193,11 @@ AnyRetrieverEntry = _discriminated([*ENTRY_MODELS.values(), *REFUSED_ENTRIES.val
 
 
 class RewriterConfig(_Strict):
-    """Query rewriting with a chat model (README "LLM rewriting and generation")."""
+    """Query rewriting with a chat model (README "LLM rewriting and generation"), or without one:
+    kind ``prf`` expands the question with ``fb_terms`` terms from the top ``fb_docs`` documents
+    of the pipeline's BM25 retriever (pseudo-relevance feedback; lexical branches only)."""
 
-    kind: Literal["multi_query", "decompose", "hyde"] = "multi_query"
+    kind: Literal["multi_query", "decompose", "hyde", "prf"] = "multi_query"
     num_queries: int = Field(default=3, ge=1, le=8)
     include_original: bool = True
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -205,6 +207,8 @@ class RewriterConfig(_Strict):
         default=None, description="replaces the kind's prompt; placeholders {query}, {num_queries}"
     )
     llm: ChatModelSettings | None = None
+    fb_docs: int = Field(default=10, ge=1, le=100, description="kind prf: feedback documents")
+    fb_terms: int = Field(default=10, ge=1, le=50, description="kind prf: expansion terms")
 
     @field_validator("prompt")
     @classmethod
@@ -418,5 +422,15 @@ class PipelineConfig(_Strict):
             raise ValueError(
                 "rewriter.kind: 'hyde' needs at least one dense (vector) retriever, "
                 "and every configured retriever is lexical"
+            )
+        if (
+            self.rewriter is not None
+            and self.rewriter.kind == "prf"
+            and not any(e.backend == "bm25" for e in self.retrievers)
+            and not extra  # a retriever object may be a BM25Retriever: checked when built
+        ):
+            raise ValueError(
+                "rewriter.kind: 'prf' expands queries from a BM25 index, and no retriever "
+                "has backend 'bm25'"
             )
         return self

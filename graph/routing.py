@@ -39,7 +39,8 @@ def fan_out(
     tenant_field: str,
     knobs: RAGContext | None = None,
 ) -> list[Send]:
-    """One retrieve task per (view, retriever); HyDE views reach dense retrievers only."""
+    """One retrieve task per (view, retriever); HyDE views reach dense retrievers only,
+    expansion (PRF) views lexical ones only."""
     filters = branch_filters(state, tenant_field)
     knobs = knobs or RAGContext()
     knob_data = carried(knobs)
@@ -49,6 +50,8 @@ def fan_out(
     for view in views:
         for branch in branches:
             if view["kind"] == "hyde" and branch.kind != "dense":
+                continue
+            if view["kind"] == "expansion" and branch.kind != "lexical":
                 continue
             task = RetrieveTask(
                 view=view,

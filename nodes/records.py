@@ -11,7 +11,7 @@ from typing import Any, Literal, NotRequired
 # typing_extensions' TypedDict: pydantic (LangServe/Studio output schemas) refuses typing's on 3.11
 from typing_extensions import TypedDict
 
-ViewKind = Literal["original", "rewrite", "hyde"]
+ViewKind = Literal["original", "rewrite", "hyde", "expansion"]
 BranchStatus = Literal["ok", "empty", "failed", "skipped"]
 
 

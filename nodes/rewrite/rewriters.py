@@ -1,7 +1,8 @@
 """Query rewriters: a LangChain chat model turned into one or more retrieval query views.
 
 Kinds: ``multi_query`` (alternative phrasings), ``decompose`` (sub-questions) and ``hyde`` (one
-hypothetical passage, used only as a dense-retrieval query, never as evidence).
+hypothetical passage, used only as a dense-retrieval query, never as evidence), plus ``prf``
+(pseudo-relevance feedback over the BM25 index: no model; ``PseudoRelevanceRewriter``).
 ``ChatModelRewriter.run`` takes a ``RewriteRequest`` (query, optional temperature and max_tokens)
 and returns a ``RewriteResult`` (``queries``, or HyDE's single ``rewritten_query``).
 
@@ -14,10 +15,14 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 from typing import Any, Literal
 
+import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
+from parallel_rag.backends.bm25 import BM25Index
+from parallel_rag.backends.text_analysis import get_analyzer
 from parallel_rag.nodes import prompts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -250,3 +255,64 @@ class ChatModelRewriter:
                 max_tokens=request.max_tokens,
             )
         )
+
+
+class PseudoRelevanceRewriter:
+    """RM3-style query expansion from the first-pass BM25 top documents; needs no model.
+
+    The question is scored against the BM25 index; each of the top ``fb_docs`` documents
+    (score > 0) gives its terms' relative frequencies, weighted by the document's share of the
+    feedback scores (the relevance model RM1). The ``fb_terms`` heaviest terms not already in the
+    question are appended to it, giving one ``expansion`` view that reaches lexical branches only
+    (terms are index terms, stemmed by the index's analyzer, so they are kept only when analysing
+    them again gives them back). BM25 queries here are term sets, so the terms carry no weights:
+    the interpolation with the original query happens at fusion, where the original view
+    (``include_original``) and the expanded one are fused.
+    """
+
+    kind = "prf"
+
+    def __init__(
+        self, index: Callable[[], BM25Index], *, fb_docs: int = 10, fb_terms: int = 10
+    ) -> None:
+        self.index = index
+        self.fb_docs = fb_docs
+        self.fb_terms = fb_terms
+
+    def expansion_terms(self, query: str) -> list[tuple[str, float]]:
+        """The expansion terms with their relevance-model weights, heaviest first."""
+        index = self.index()
+        original = set(index.query_terms(query))
+        if not original:
+            return []
+        scores = index.score_all(query)
+        order = np.argsort(-scores, kind="stable")[: self.fb_docs]
+        feedback = [int(p) for p in order if scores[p] > 0]
+        total = float(sum(scores[p] for p in feedback))
+        weights: dict[int, float] = {}
+        for position in feedback:
+            term_ids = index.chunk_term_ids(position)
+            if len(term_ids) == 0:
+                continue
+            ids, counts = np.unique(term_ids, return_counts=True)
+            share = float(scores[position]) / total / len(term_ids)
+            for term_id, count in zip(ids.tolist(), counts.tolist(), strict=True):
+                weights[term_id] = weights.get(term_id, 0.0) + share * count
+        vocabulary = index.vocabulary
+        analyzer = get_analyzer(index.analyzer)
+        ranked = sorted(weights.items(), key=lambda item: (-item[1], item[0]))
+        terms: list[tuple[str, float]] = []
+        for term_id, weight in ranked:
+            term = vocabulary[term_id]
+            if term in original or analyzer.analyze(term) != [term]:
+                continue
+            terms.append((term, weight))
+            if len(terms) >= self.fb_terms:
+                break
+        return terms
+
+    def rewrite(self, query: str, config=None) -> list[tuple[str, str]]:
+        terms = self.expansion_terms(query)
+        if not terms:
+            raise EmptyRewriteError("the prf rewriter found no feedback terms for the query")
+        return [(" ".join([query.strip(), *(term for term, _ in terms)]), "expansion")]

@@ -7,7 +7,9 @@ import asyncio
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.graph import build_graph
+from parallel_rag.graph.configuration import PipelineConfig
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.rewrite.node import RewriteNode, assemble_views
@@ -16,8 +18,10 @@ from parallel_rag.nodes.rewrite.rewriters import (
     MAX_VIEW_CHARS,
     ChatModelRewriter,
     EmptyRewriteError,
+    PseudoRelevanceRewriter,
     parse_query_lines,
 )
+from pydantic import ValidationError
 
 QUESTION = "How do vaccines train the immune system?"
 
@@ -378,3 +382,74 @@ def test_raising_rewriter_model_under_warn(fakes):
     assert result["queries"] == [{"text": QUESTION, "kind": "original"}]
     (warning,) = result["warnings"]
     assert "must not be called" in warning
+
+
+# ---------------------------------------------------------------- prf (no model)
+
+PRF_DOCS = [
+    ("flu", "Influenza vaccines train the immune system with inactivated virus antigens.", {}),
+    ("mmr", "The measles vaccine trains immune memory; antibodies and antigens persist.", {}),
+    ("cells", "Memory B cells make antibodies after vaccination against antigens.", {}),
+    ("bread", "Knead the bread dough and let it rise in a warm oven.", {}),
+    ("pasta", "Boil the pasta in salted water and drain it al dente.", {}),
+]
+
+
+def prf_index():
+    return BM25Index.from_chunks(PRF_DOCS)
+
+
+def test_prf_expands_from_the_top_documents():
+    index = prf_index()
+    rewriter = PseudoRelevanceRewriter(lambda: index, fb_docs=3, fb_terms=4)
+    terms = rewriter.expansion_terms("How do vaccines train the immune system?")
+    assert len(terms) == 4
+    assert [w for _, w in terms] == sorted((w for _, w in terms), reverse=True)
+    original = set(index.query_terms("How do vaccines train the immune system?"))
+    assert not original & {t for t, _ in terms}
+    assert "antigen" in {t for t, _ in terms}  # in all three feedback documents
+    assert not {"bread", "pasta", "dough"} & {t for t, _ in terms}
+    ((text, kind),) = rewriter.rewrite("How do vaccines train the immune system?")
+    assert kind == "expansion"
+    assert text.startswith("How do vaccines train the immune system? ")
+    assert text.split()[-4:] == [t for t, _ in terms]
+
+
+def test_prf_with_no_matching_term_is_an_empty_rewrite():
+    index = prf_index()
+    with pytest.raises(EmptyRewriteError):
+        PseudoRelevanceRewriter(lambda: index).rewrite("quantum chromodynamics")
+
+
+def test_prf_needs_no_model_and_reaches_lexical_branches_only(tmp_path, fakes):
+    prf_index().save(tmp_path / "bm25")
+    dense = fakes.DenseListRetriever(docs=[fakes.doc("flu", PRF_DOCS[0][1], 1.0)])
+    graph = build_graph(
+        {
+            "retrievers": [
+                {"name": "lexical", "backend": "bm25", "backend_config": {"index_path": "bm25"}}
+            ],
+            "rewriter": {"kind": "prf", "fb_docs": 2, "fb_terms": 3},
+        },
+        retrievers={"dense": dense},
+        base_dir=tmp_path,
+    )
+    result = graph.invoke(QUESTION)
+    kinds = [q["kind"] for q in result["queries"]]
+    assert kinds == ["original", "expansion"]
+    assert dense.queries == [QUESTION]
+    views = {(b["retriever"], b["view_kind"]) for b in result["branches"]}
+    assert views == {("lexical", "original"), ("lexical", "expansion"), ("dense", "original")}
+
+
+def test_prf_needs_a_bm25_retriever():
+    with pytest.raises(ValidationError, match="rewriter.kind"):
+        PipelineConfig.model_validate(
+            {
+                "retrievers": [
+                    {"name": "a", "backend": "qdrant"},
+                    {"name": "b", "backend": "qdrant"},
+                ],
+                "rewriter": {"kind": "prf"},
+            }
+        )
