@@ -20,6 +20,7 @@ Every failure is an OpenAI-style error ``{"error": {"message", "type", "param", 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -700,17 +701,21 @@ class RouterRuntime:
     async def _run_graph(self, route: Route, rag_request: dict[str, Any]) -> RetrievalOutcome:
         warnings: list[str] = []
         try:
-            async for update in route.graph.astream(rag_request, stream_mode="updates"):
-                for node, values in (update or {}).items():
-                    if not isinstance(values, dict):
-                        continue
-                    if node == "fuse":
-                        return RetrievalOutcome(
-                            documents=list(values.get("documents") or []),
-                            branches=list(values.get("branches") or []),
-                            warnings=warnings + list(values.get("warnings") or []),
-                        )
-                    warnings.extend(values.get("warnings") or [])
+            # the stream is closed on return: the run stops after fuse, its tasks are not left
+            async with contextlib.aclosing(
+                route.graph.astream(rag_request, stream_mode="updates")
+            ) as updates:
+                async for update in updates:
+                    for node, values in (update or {}).items():
+                        if not isinstance(values, dict):
+                            continue
+                        if node == "fuse":
+                            return RetrievalOutcome(
+                                documents=list(values.get("documents") or []),
+                                branches=list(values.get("branches") or []),
+                                warnings=warnings + list(values.get("warnings") or []),
+                            )
+                        warnings.extend(values.get("warnings") or [])
         except BlockedError as error:
             raise RouterError(
                 503, str(error), kind="service_unavailable", code="on_failure_block"
