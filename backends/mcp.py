@@ -514,6 +514,8 @@ class MCPRetriever(SearchKwargsRetriever):
     base_dir: Path = Field(default_factory=Path.cwd)
     k: int = Field(default=10, gt=0)
     score_threshold: float | None = Field(default=None, ge=0, le=1)
+    decision_name: str | None = None
+    """The route this retriever serves, filled into ``${decision_name}`` unless a call names one."""
     _connection: MCPConnection | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
@@ -654,7 +656,7 @@ class MCPRetriever(SearchKwargsRetriever):
                 "user_content": query,
                 "top_k": int(limit),
                 "filters": filters,
-                "decision_name": decision_name,
+                "decision_name": decision_name or self.decision_name,
             },
         )
         result = self._run(self._call(arguments))
@@ -693,6 +695,7 @@ def build_mcp(request: BuildRequest) -> MCPRetriever:
         base_dir=request.context.base_dir,
         k=request.k,
         score_threshold=request.entry.similarity_threshold,
+        decision_name=getattr(request.pipeline, "decision_name", None),
     )
     retriever.check_tool()
     return retriever

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from parallel_rag.backends.embeddings import BUNDLED, embedding_identity
+from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED
 from parallel_rag.graph.configuration import (
     MAX_RETRIEVERS,
@@ -233,7 +234,10 @@ class ModelBindings(_Strict):
 
 class RoutePipelineConfig(PipelineConfig):
     """A route's retrieval pipeline: as ``PipelineConfig``, but one retriever is allowed (the
-    single-backend plugin block); 2..4 make it a parallel pipeline."""
+    single-backend plugin block); 2..4 make it a parallel pipeline. ``decision_name`` is the
+    route it serves (an mcp tool's ``${decision_name}``)."""
+
+    decision_name: str | None = None
 
     @model_validator(mode="after")
     def _check_retrievers(self, info: ValidationInfo) -> RoutePipelineConfig:
@@ -422,6 +426,9 @@ class RouterConfig(_Strict):
     routing: RoutingConfig
     upstream: UpstreamConfig | None = None
     global_: GlobalConfig = Field(default_factory=GlobalConfig, alias="global")
+    mcp_servers: dict[str, MCPServerConfig] = Field(
+        default_factory=dict, description="MCP servers the routes' mcp retrievers name"
+    )
     _pipelines: dict[str, RoutePipelineConfig] = PrivateAttr(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -438,11 +445,13 @@ class RouterConfig(_Strict):
             rag = decision.rag
             if rag is not None:
                 plugin = f"{where}.plugins.{decision.rag_index}.configuration"
-                self._pipelines[decision.name] = self._pipeline(rag, plugin)
+                self._pipelines[decision.name] = self._pipeline(rag, plugin, decision.name)
         return self
 
-    def _pipeline(self, rag: RagPluginConfig, where: str) -> RoutePipelineConfig:
+    def _pipeline(self, rag: RagPluginConfig, where: str, name: str) -> RoutePipelineConfig:
         data: dict[str, Any] = {
+            "decision_name": name,
+            "mcp_servers": self.mcp_servers,
             "on_failure": rag.on_failure,
             "embeddings": rag.embeddings.model_dump(),
             "tenant_field": rag.tenant_field,
@@ -510,6 +519,8 @@ class RouterConfig(_Strict):
 # -- the file ------------------------------------------------------------------------------
 
 ROUTER_KEYS = {"routing", "upstream", "global"}
+SHARED_KEYS = {"mcp_servers"}
+"""Top-level keys both the routes and the top-level pipeline read."""
 
 
 def is_router_data(data: Any) -> bool:
@@ -518,9 +529,9 @@ def is_router_data(data: Any) -> bool:
 
 def split_router_data(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(router part, top-level pipeline part or None when the file has none)."""
-    router = {k: v for k, v in data.items() if k in ROUTER_KEYS}
+    router = {k: v for k, v in data.items() if k in ROUTER_KEYS | SHARED_KEYS}
     pipeline = {k: v for k, v in data.items() if k not in ROUTER_KEYS}
-    return router, (pipeline or None)
+    return router, (pipeline if set(pipeline) - SHARED_KEYS else None)
 
 
 def parse_router(data: dict[str, Any], *, source: str = "configuration") -> RouterConfig:

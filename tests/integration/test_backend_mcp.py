@@ -308,3 +308,38 @@ assert retriever.invoke("Unix", k=1)
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists(), "the session closed and the server exited"
+
+
+def test_a_route_fills_decision_name_and_reads_the_shared_mcp_servers(tmp_path):
+    """A router file declares ``mcp_servers`` once; a route's seed-shaped mcp block calls the
+    tool with its own decision name in ``${decision_name}``."""
+    from parallel_rag.graph import build_graph
+    from parallel_rag.graph.routes import parse_router, split_router_data
+
+    log = tmp_path / "calls.jsonl"
+    block = {
+        "enabled": True,
+        "backend": "mcp",
+        "top_k": 3,
+        "backend_config": {
+            "server_name": "corpus",
+            "tool_name": "search",
+            "arguments": {"query": "${user_content}", "route": "${decision_name}"},
+        },
+    }
+    data = {
+        "mcp_servers": {"corpus": stdio_server(log)},
+        "upstream": {"base_url": "http://127.0.0.1:9/v1"},
+        "routing": {
+            "decisions": [
+                {"name": "docs", "model": "m", "plugins": [{"type": "rag", "configuration": block}]}
+            ]
+        },
+    }
+    router_part, pipeline_part = split_router_data(data)
+    assert pipeline_part is None  # mcp_servers alone is not a top-level pipeline
+    pipeline = parse_router(router_part).pipeline_for("docs")
+    assert pipeline.decision_name == "docs" and set(pipeline.mcp_servers) == {"corpus"}
+    result = build_graph(pipeline, base_dir=tmp_path).invoke({"query": QUESTION})
+    assert mcp_branch(result)["status"] == "ok"
+    assert calls(log)[-1]["arguments"]["route"] == "docs"

@@ -107,10 +107,13 @@ server = MCPServer("corpus-search", log_level="WARNING")
 
 @server.tool()
 def search(
-    query: str, top_k: int = 5, filters: dict[str, FilterValue] | None = None
+    query: str,
+    top_k: int = 5,
+    filters: dict[str, FilterValue] | None = None,
+    route: str | None = None,
 ) -> dict[str, Any]:
-    """Search the example corpus; hits as structured results."""
-    record("search", {"query": query, "top_k": top_k, "filters": filters})
+    """Search the example corpus; hits as structured results. ``route`` is only recorded."""
+    record("search", {"query": query, "top_k": top_k, "filters": filters, "route": route})
     if CRASH_WORD in query.lower():
         os._exit(3)  # the process dies in the middle of the call
     return {"results": ranked(query, top_k, filters)}
