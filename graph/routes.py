@@ -248,7 +248,9 @@ class RoutePipelineConfig(PipelineConfig):
                 f"got {len(names)}"
             )
         if len(names) > 1:  # the parallel pipeline's own checks (names, weights, HyDE)
-            PipelineConfig.model_validate(self.model_dump(exclude_unset=True))
+            PipelineConfig.model_validate(
+                self.model_dump(exclude_unset=True, exclude={"decision_name"})
+            )
         elif set(self.fusion.weights) - set(names):
             unknown = sorted(set(self.fusion.weights) - set(names))
             raise ValueError(f"fusion.weights: unknown retriever name(s) {unknown}")
