@@ -10,8 +10,13 @@ so its memory and CPU are its own, and reports:
   then the store's top-10 search with a query vector drawn from the same clusters;
 - recall@10 of those searches against exact numpy search over the same vectors.
 
+HNSW build settings (``--m``, ``--ef-construct``) apply to Qdrant Edge and FAISS; the search
+beam (``--hnsw-ef 128,256,512``: Qdrant's ``hnsw_ef``, FAISS's ``efSearch``) is a search-time
+setting, so one build is queried at each value and reports one row per value.
+
 Run ``python -m bench.ann_stores`` (``--sizes 100000,1000000 --stores edge,faiss``); the table
-is printed and written to ``bench/ANN-RESULTS.md``.
+is printed and written to ``bench/ANN-RESULTS.md``; hand-written findings below its
+``## Reading`` heading survive a re-run, and ``--merge`` keeps the rows of earlier runs.
 """
 
 from __future__ import annotations
@@ -37,12 +42,10 @@ CLUSTERS = 1000
 NOISE = 0.06  # per-dimension noise: a point's cosine to its centre is ~0.6, like MiniLM text
 K = 10
 STORES = ("edge", "faiss", "qdrant_local", "milvus_lite")
-LABELS = {
-    "edge": "Qdrant Edge (HNSW m=16, ef_construct=100, hnsw_ef=128)",
-    "faiss": "FAISS IndexHNSWFlat (M=16, efConstruction=100, efSearch=128)",
-    "qdrant_local": "Qdrant local mode (qdrant-client; upsert into path=, queries in memory)",
-    "milvus_lite": "Milvus Lite (pymilvus uri=file.db)",
-}
+HNSW_STORES = ("edge", "faiss")
+"""Stores with HNSW settings: the others search exhaustively (Qdrant local mode) or with their
+own index defaults (Milvus Lite), so their rows carry no m / ef."""
+FINDINGS = "## Reading"
 BATCH = 1000
 QDRANT_LOCAL_TIMED = 5000
 """Qdrant local mode persists about 40 vectors/s here (one SQLite write per point): its upsert
@@ -91,10 +94,11 @@ def exact_top_k(vectors: np.ndarray, query_vectors: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------- stores
-# Each opener returns (upsert(ids, vectors, payloads), build(), search(vector) -> ids).
+# Each opener takes the HNSW build settings and returns
+# (upsert(ids, vectors, payloads), build(), search(vector, ef) -> ids).
 
 
-def edge_store(work: Path, n: int):
+def edge_store(work: Path, n: int, m: int, ef_construct: int):
     from qdrant_edge import (
         Distance,
         EdgeConfig,
@@ -111,7 +115,7 @@ def edge_store(work: Path, n: int):
     config = EdgeConfig(
         vectors=EdgeVectorParams(size=DIM, distance=Distance.Cosine),
         max_search_threads=1,
-        hnsw_config=HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10_000),
+        hnsw_config=HnswIndexConfig(m=m, ef_construct=ef_construct, full_scan_threshold=10_000),
     )
     shard = EdgeShard.create(str(work / "edge"), config)
 
@@ -124,9 +128,8 @@ def edge_store(work: Path, n: int):
         shard.optimize()
         shard.flush()
 
-    params = SearchParams(hnsw_ef=128)
-
-    def search(vector):
+    def search(vector, ef):
+        params = SearchParams(hnsw_ef=ef)
         hits = shard.query(
             QueryRequest(limit=K, query=Query.Nearest(vector.tolist()), params=params)
         )
@@ -135,11 +138,11 @@ def edge_store(work: Path, n: int):
     return upsert, build, search
 
 
-def faiss_store(work: Path, n: int):
+def faiss_store(work: Path, n: int, m: int, ef_construct: int):
     import faiss
 
-    index = faiss.IndexIDMap2(faiss.IndexHNSWFlat(DIM, 16, faiss.METRIC_INNER_PRODUCT))
-    faiss.downcast_index(index.index).hnsw.efConstruction = 100
+    index = faiss.IndexIDMap2(faiss.IndexHNSWFlat(DIM, m, faiss.METRIC_INNER_PRODUCT))
+    faiss.downcast_index(index.index).hnsw.efConstruction = ef_construct
 
     def upsert(ids, vectors, payloads):
         index.add_with_ids(np.ascontiguousarray(vectors), np.asarray(ids, dtype=np.int64))
@@ -147,16 +150,15 @@ def faiss_store(work: Path, n: int):
     def build():
         faiss.write_index(index, str(work / "faiss.index"))
 
-    faiss.downcast_index(index.index).hnsw.efSearch = 128
-
-    def search(vector):
+    def search(vector, ef):
+        faiss.downcast_index(index.index).hnsw.efSearch = ef
         _, found = index.search(vector[None, :], K)
         return [int(i) for i in found[0]]
 
     return upsert, build, search
 
 
-def qdrant_local_store(work: Path, n: int):
+def qdrant_local_store(work: Path, n: int, m: int, ef_construct: int):
     import warnings
 
     from qdrant_client import QdrantClient, models
@@ -185,14 +187,14 @@ def qdrant_local_store(work: Path, n: int):
     def build():
         pass
 
-    def search(vector):
+    def search(vector, ef):
         hits = client.query_points("bench", query=vector.tolist(), limit=K).points
         return [int(h.id) for h in hits]
 
     return upsert, build, search
 
 
-def milvus_lite_store(work: Path, n: int):
+def milvus_lite_store(work: Path, n: int, m: int, ef_construct: int):
     from pymilvus import MilvusClient
 
     client = MilvusClient(uri=str(work / "milvus.db"))
@@ -211,7 +213,7 @@ def milvus_lite_store(work: Path, n: int):
         client.flush("bench")
         client.load_collection("bench")
 
-    def search(vector):
+    def search(vector, ef):
         hits = client.search("bench", data=[vector.tolist()], limit=K)[0]
         return [int(h["id"]) for h in hits]
 
@@ -229,7 +231,11 @@ OPENERS: dict[str, Callable] = {
 # ---------------------------------------------------------------------------------------- worker
 
 
-def run_one(store: str, n: int, queries: int, work: Path) -> dict[str, Any]:
+def run_one(
+    store: str, n: int, queries: int, work: Path, efs: list[int], m: int, ef_construct: int
+) -> list[dict[str, Any]]:
+    """Build one index of ``n`` vectors, then query it at each search beam in ``efs``: one row
+    per beam, sharing the build's upsert, build, memory and disk figures."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     vectors, query_vectors = dataset(n, queries)
@@ -248,7 +254,7 @@ def run_one(store: str, n: int, queries: int, work: Path) -> dict[str, Any]:
     model = load_embeddings()
     model.embed_query("warm up")
 
-    upsert, build, search = OPENERS[store](work, n)
+    upsert, build, search = OPENERS[store](work, n, m, ef_construct)
     # Milvus Lite searches in a child process: count the tree (10 ms ticks); others in-process.
     cpu_clock = tree_cpu_seconds if store == "milvus_lite" else time.process_time
     wall, cpu = time.perf_counter(), cpu_clock()
@@ -263,39 +269,54 @@ def run_one(store: str, n: int, queries: int, work: Path) -> dict[str, Any]:
     wall, cpu = time.perf_counter(), cpu_clock()
     build()
     build_s, build_cpu = time.perf_counter() - wall, cpu_clock() - cpu
-
-    for q in query_vectors[:3]:
-        search(q)
-    times, cpus, search_times, encode_times, hits = [], [], [], [], 0.0
-    for i, q in enumerate(query_vectors):
-        began, began_cpu = time.perf_counter(), cpu_clock()
-        model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" ({i})")
-        encoded = time.perf_counter()
-        found = search(q)
-        done = time.perf_counter()
-        times.append((done - began) * 1000)
-        search_times.append((done - encoded) * 1000)
-        encode_times.append((encoded - began) * 1000)
-        cpus.append((cpu_clock() - began_cpu) * 1000)
-        hits += len(set(found) & set(truth[i].tolist())) / K
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
-    return {
+    shared = {
         "store": store,
         "n": n,
+        "m": m if store in HNSW_STORES else None,
+        "ef_construct": ef_construct if store in HNSW_STORES else None,
         "upsert_per_s": upsert_rate,
-        "encode_ms": summary_ms(encode_times),
         "upsert_s": upsert_s,
         "upsert_cpu_s": upsert_cpu,
         "build_s": build_s,
         "build_cpu_s": build_cpu,
-        "query_ms": summary_ms(times),
-        "query_cpu_ms": summary_ms(cpus),
-        "search_ms": summary_ms(search_times),
-        "recall_at_10": hits / len(query_vectors),
         "exact_numpy_ms_p50": float(np.median(exact_ms)),
-        "peak_rss_mb": peak_rss_mb(),
         "disk_mb": disk,
     }
+
+    rows = []
+    for ef in efs if store in HNSW_STORES else efs[:1]:
+        for q in query_vectors[:3]:
+            search(q, ef)
+        times, cpus, search_times, search_cpus, encode_times = [], [], [], [], []
+        hits = 0.0
+        for i, q in enumerate(query_vectors):
+            began, began_cpu = time.perf_counter(), cpu_clock()
+            # a text not seen before: the shared model keeps the vectors of recent queries
+            model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" ({ef}.{i})")
+            encoded, encoded_cpu = time.perf_counter(), cpu_clock()
+            found = search(q, ef)
+            done, done_cpu = time.perf_counter(), cpu_clock()
+            times.append((done - began) * 1000)
+            search_times.append((done - encoded) * 1000)
+            encode_times.append((encoded - began) * 1000)
+            cpus.append((done_cpu - began_cpu) * 1000)
+            search_cpus.append((done_cpu - encoded_cpu) * 1000)
+            hits += len(set(found) & set(truth[i].tolist())) / K
+        rows.append(
+            {
+                **shared,
+                "hnsw_ef": ef if store in HNSW_STORES else None,
+                "encode_ms": summary_ms(encode_times),
+                "query_ms": summary_ms(times),
+                "query_cpu_ms": summary_ms(cpus),
+                "search_ms": summary_ms(search_times),
+                "search_cpu_ms": summary_ms(search_cpus),
+                "recall_at_10": hits / len(query_vectors),
+                "peak_rss_mb": peak_rss_mb(),
+            }
+        )
+    return rows
 
 
 # ---------------------------------------------------------------------------------------- report
@@ -320,36 +341,56 @@ def versions() -> dict[str, str]:
     return found
 
 
-def fmt_row(r: dict[str, Any]) -> str:
+def params(r: dict[str, Any]) -> str:
+    if r.get("m") is None:
+        return "-"
+    return f"{r['m']} / {r['ef_construct']} / {r.get('hnsw_ef') or '-'}"
+
+
+def row_key(r: dict[str, Any]) -> tuple:
+    return (r["store"], r["n"], r.get("m"), r.get("ef_construct"), r.get("hnsw_ef"))
+
+
+def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
     if "error" in r:
-        return f"| {r['store']} | {r['n']:,} | error: {r['error'][:120]} | | | | | | | |"
+        return f"| {r['store']} | {r['n']:,} | {params(r)} | error: {r['error'][:120]} " + (
+            "| " * 8 + f"| {run} |"
+        )
+    search = f"{r['search_ms']['p50']:.2f}"
+    if "search_cpu_ms" in r:
+        search += f" / {r['search_cpu_ms']['p50']:.2f}"
     return (
-        f"| {r['store']} | {r['n']:,} | {r['query_ms']['p50']:.1f} / {r['query_ms']['p95']:.1f} "
+        f"| {r['store']} | {r['n']:,} | {params(r)} "
+        f"| {r['query_ms']['p50']:.1f} / {r['query_ms']['p95']:.1f} "
         f"| {r['query_cpu_ms']['p50']:.1f} | {r['encode_ms']['p50']:.1f} "
-        f"| {r['search_ms']['p50']:.2f} "
+        f"| {search} "
         f"| {r['recall_at_10']:.3f} "
         f"| {r['upsert_per_s']:,.0f} ({r['upsert_cpu_s']:.1f} s CPU) "
         f"| {r['build_s']:.1f} s ({r['build_cpu_s']:.1f} s CPU) "
-        f"| {r['peak_rss_mb']:,.0f} / {r['disk_mb']:,.0f} |"
+        f"| {r['peak_rss_mb']:,.0f} / {r['disk_mb']:,.0f} | {run} |"
     )
 
 
 HEADER = (
-    "| store | vectors | query p50 / p95 ms (encode + search, wall) | query CPU p50 ms "
-    "| encode alone p50 ms | search alone p50 ms | recall@10 | upsert vectors/s | index build "
-    "| peak RSS / disk MB |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "| store | vectors | m / ef_construct / hnsw_ef | query p50 / p95 ms (encode + search, wall) "
+    "| query CPU p50 ms | encode alone p50 ms | search alone p50 ms (wall / CPU) | recall@10 "
+    "| upsert vectors/s | index build | peak RSS / disk MB | run |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def write_report(rows: list[dict[str, Any]], command: str, load: str, path: Path) -> str:
+def write_report(rows: list[dict[str, Any]], path: Path) -> str:
+    runs: list[dict[str, str]] = []
+    for r in sorted(rows, key=lambda r: r.get("run", {}).get("date", "")):
+        if r.get("run") and r["run"] not in runs:
+            runs.append(r["run"])
     lines = [
         "# Embedded dense stores at 100k+ vectors",
         "",
-        f"Command: `{command}` (under `nice -n 10`). Machine: {os.cpu_count()} cores shared with "
-        f"other jobs; load average at start {load}. Versions: "
+        f"Machine: {os.cpu_count()} cores shared with other jobs (wall times vary with their "
+        "load; the CPU columns do not). Versions: "
         + ", ".join(f"{k} {v}" for k, v in versions().items())
-        + ".",
+        + ". Each (store, size, build settings) runs in its own process, under `nice -n 10`.",
         "",
         f"Data: {CLUSTERS} random unit cluster centres in {DIM}-d, each vector a centre plus "
         f"N(0, {NOISE}) per dimension, normalised; queries drawn the same way. Query time is the "
@@ -357,25 +398,38 @@ def write_report(rows: list[dict[str, Any]], command: str, load: str, path: Path
         "is against exact numpy search over the same vectors. Upsert excludes encoding, "
         f"batches of {BATCH} with a small payload (tenant, file_id); index build is what runs "
         "after the upserts before the store answers at full speed (Qdrant Edge `optimize()`, "
-        "FAISS writing its index file, Milvus flush + load).",
+        "FAISS writing its index file, Milvus flush + load). `hnsw_ef` is the search beam "
+        "(FAISS `efSearch`): rows of one build that differ only in it share the build columns.",
         "",
         "Bars: query p50 <= 25 ms at 100k and <= 60 ms at 1M, recall@10 >= 0.95, upsert >= "
         "2,000 vectors/s.",
         "",
+        "Runs (load average at start, 1 / 5 / 15 min):",
+        "",
+        *[
+            f"{i}. `{run['command']}` ({run.get('date', 'date not recorded')}; load {run['load']})"
+            for i, run in enumerate(runs, 1)
+        ],
+        "",
         HEADER,
-        *[fmt_row(r) for r in rows],
+        *[fmt_row(r, runs.index(r["run"]) + 1 if r.get("run") in runs else "") for r in rows],
         "",
     ]
+    seen = set()
     for r in rows:
-        if "exact_numpy_ms_p50" in r:
+        if "exact_numpy_ms_p50" in r and r["n"] not in seen:
+            seen.add(r["n"])
             lines.append(
                 f"- exact numpy search over {r['n']:,} vectors (one query, no encode): "
                 f"{r['exact_numpy_ms_p50']:.1f} ms p50"
             )
-            break
-    lines.append("")
-    text = "\n".join(lines)
-    path.write_text(text, encoding="utf-8")
+    text = "\n".join(lines) + "\n"
+    kept = ""
+    if path.is_file():  # the hand-written findings below the table survive a re-run
+        previous = path.read_text(encoding="utf-8")
+        if FINDINGS in previous:
+            kept = "\n" + previous[previous.index(FINDINGS) :]
+    path.write_text(text + kept, encoding="utf-8")
     return text
 
 
@@ -384,17 +438,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="100000")
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--hnsw-ef", default="128", help="search beams to query each build at, e.g. 128,256,512"
+    )
+    parser.add_argument("--m", type=int, default=16, help="HNSW links per node (build)")
+    parser.add_argument("--ef-construct", type=int, default=100, help="HNSW build beam")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--work", default="/tmp/parallel-rag-ann")
     parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "ANN-RESULTS.md"))
     parser.add_argument("--merge", action="store_true", help="keep rows of earlier runs")
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    efs = [int(e) for e in args.hnsw_ef.split(",")]
     if args.worker:
         store, n = args.worker[0], int(args.worker[1])
-        emit(run_one(store, n, args.queries, Path(args.work) / f"{store}-{n}"))
+        work = Path(args.work) / f"{store}-{n}"
+        emit({"rows": run_one(store, n, args.queries, work, efs, args.m, args.ef_construct)})
         return
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    run = {
+        "command": (
+            "python -m bench.ann_stores " + " ".join(argv if argv is not None else sys.argv[1:])
+        ).strip(),
+        "load": ", ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     raw = REPO_ROOT / "bench" / "out" / "ann_stores.json"  # every row so far, for --merge
     raw.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(raw.read_text()) if args.merge and raw.exists() else []
@@ -403,29 +470,44 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[ann] {store} at {n:,} vectors ...", flush=True)
             command = [sys.executable, "-m", "bench.ann_stores", "--worker", store, str(n)]
             command += ["--queries", str(args.queries), "--work", args.work]
+            command += ["--hnsw-ef", args.hnsw_ef, "--m", str(args.m)]
+            command += ["--ef-construct", str(args.ef_construct)]
+            hnsw = store in HNSW_STORES
             try:
                 done = subprocess.run(
                     command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=args.timeout
                 )
-                result = next(
+                results = next(
                     (
-                        json.loads(line.split(" ", 1)[1])
+                        json.loads(line.split(" ", 1)[1])["rows"]
                         for line in done.stdout.splitlines()
                         if line.startswith("BENCH-RESULT ")
                     ),
-                    {"error": (done.stderr.strip().splitlines() or ["no result"])[-1]},
-                )
+                    None,
+                ) or [{"error": (done.stderr.strip().splitlines() or ["no result"])[-1]}]
             except subprocess.TimeoutExpired:
-                result = {"error": f"timed out after {args.timeout:.0f}s"}
-            result.setdefault("store", store)
-            result.setdefault("n", n)
-            rows = [r for r in rows if (r["store"], r["n"]) != (store, n)] + [result]
-            print(fmt_row(result), flush=True)
+                results = [{"error": f"timed out after {args.timeout:.0f}s"}]
+            for result in results:
+                result.setdefault("store", store)
+                result.setdefault("n", n)
+                result.setdefault("m", args.m if hnsw else None)
+                result.setdefault("ef_construct", args.ef_construct if hnsw else None)
+                result.setdefault("hnsw_ef", efs[0] if hnsw and "error" in result else None)
+                result["run"] = run
+                rows = [r for r in rows if row_key(r) != row_key(result)] + [result]
+                print(fmt_row(result), flush=True)
             shutil.rmtree(Path(args.work) / f"{store}-{n}", ignore_errors=True)
             raw.write_text(json.dumps(rows, indent=1))
-    rows.sort(key=lambda r: (r["n"], STORES.index(r["store"]) if r["store"] in STORES else 9))
-    command = "python -m bench.ann_stores " + " ".join(argv if argv is not None else sys.argv[1:])
-    print(write_report(rows, command.strip(), load, Path(args.out)))
+    rows.sort(
+        key=lambda r: (
+            r["n"],
+            STORES.index(r["store"]) if r["store"] in STORES else 9,
+            r.get("m") or 0,
+            r.get("ef_construct") or 0,
+            r.get("hnsw_ef") or 0,
+        )
+    )
+    print(write_report(rows, Path(args.out)))
 
 
 if __name__ == "__main__":
