@@ -2,12 +2,20 @@
 
     python -m bench.load                          # 2,000 requests at concurrency 16
     python -m bench.load --requests 300 --concurrency 8 --max-concurrency 4
+    python -m bench.load --corpus collections --questions mixed   # a ~100k-chunk index
 
-It ingests ``examples/corpus`` with the embedded defaults (BM25 + Qdrant local mode on the
-packaged MiniLM) into a work directory (once), starts ``parallel-rag serve`` on 127.0.0.1,
-warms it up, then POSTs the example questions to ``/rag/invoke`` from ``--concurrency``
-clients. It samples the server's resident memory (``/proc/PID/status``) while the requests run
-and reports:
+It ingests a corpus with the embedded defaults (BM25 + Qdrant Edge on the packaged MiniLM)
+into a work directory (once), starts ``parallel-rag serve`` on 127.0.0.1, warms it up, then
+POSTs questions to ``/rag/invoke`` from ``--concurrency`` clients.
+
+``--corpus examples`` is ``examples/corpus`` (80 chunks). ``--corpus collections`` adds the
+public collections beside the checkout (SciFact, HotpotQA dev500 and Vaswani from
+``../shared/data``, written as Markdown files into the work directory, never into the repo) and
+ingests everything with ``--chunk-size`` characters a chunk (160 by default: about 110k chunks).
+``--questions examples`` cycles the example questions; ``--questions mixed`` interleaves them
+with the HotpotQA and SciFact test questions, so most requests retrieve evidence the server has
+not seen before. It samples the server's resident memory (``/proc/PID/status``) while the
+requests run and reports:
 
 - throughput (requests/s) and latency p50/p95/p99/max, per status code;
 - errors (non-200 answers) and lost branches (a result whose branches are not all ``ok``);
@@ -24,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -71,19 +80,111 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def prepare(workdir: Path, env: dict) -> None:
-    """Ingest the example corpus with the embedded defaults, unless already done."""
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+COLLECTIONS = ("scifact", "hotpotqa-dev500", "vaswani")
+DOCUMENTS_PER_FILE = 200
+
+
+def write_collections(target: Path) -> int:
+    """The public collections as Markdown files under ``target`` (one ``## title`` section a
+    document, ``DOCUMENTS_PER_FILE`` documents a file); returns the number of documents."""
+    written = 0
+    for name in COLLECTIONS:
+        source = SHARED_DATA / name / "corpus.jsonl"
+        if not source.is_file():
+            raise SystemExit(f"--corpus collections: {source} not found (see ../shared/data)")
+        folder = target / name
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(source, encoding="utf-8") as handle:
+            sections = []
+            for line in handle:
+                record = json.loads(line)
+                title = (record.get("title") or f"{name} {record['_id']}").strip()
+                sections.append(f"## {title}\n\n{record['text'].strip()}")
+        for part, start in enumerate(range(0, len(sections), DOCUMENTS_PER_FILE)):
+            text = "\n\n".join(sections[start : start + DOCUMENTS_PER_FILE]) + "\n"
+            (folder / f"{name}-{part:04d}.md").write_text(text, encoding="utf-8")
+        written += len(sections)
+    return written
+
+
+def prepare(workdir: Path, env: dict, corpus: str, chunk_size: int) -> int:
+    """Ingest the corpus with the embedded defaults, unless already done; returns the number
+    of chunks in the index."""
+    workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    if (workdir / ".parallel-rag" / "bm25" / "manifest.json").is_file():
-        return
-    print(f"ingesting {CORPUS} into {workdir} ...", file=sys.stderr, flush=True)
-    subprocess.run(
-        [str(BIN / "parallel-rag"), "ingest", str(CORPUS), "--quiet"],
-        cwd=workdir,
-        env=env,
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
+    manifest = workdir / ".parallel-rag" / "bm25" / "manifest.json"
+    if not manifest.is_file():
+        paths = [str(CORPUS)]
+        options = ["--quiet"]
+        if corpus == "collections":
+            documents = write_collections(workdir / "collections")
+            print(f"wrote {documents} documents", file=sys.stderr, flush=True)
+            paths.append(str(workdir / "collections"))
+            options += ["--chunk-size", str(chunk_size), "--chunk-overlap", "0"]
+        print(f"ingesting {' '.join(paths)} into {workdir} ...", file=sys.stderr, flush=True)
+        started, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(
+            [str(BIN / "parallel-rag"), "ingest", *paths, *options],
+            cwd=workdir,
+            env=env,
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        (workdir / "ingest.json").write_text(
+            json.dumps(
+                {
+                    "wall_s": round(time.perf_counter() - started, 1),
+                    "cpu_s": round(
+                        after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime, 1
+                    ),
+                    "peak_rss_mib": round(after.ru_maxrss / 1024, 1),
+                }
+            )
+        )
+    return count_chunks(workdir)
+
+
+def count_chunks(workdir: Path) -> int:
+    """Chunks in the BM25 index (every chunk is in every index)."""
+    data = json.loads((workdir / ".parallel-rag" / "bm25" / "manifest.json").read_text())
+    for key in ("num_chunks", "documents", "count", "chunks"):
+        if isinstance(data.get(key), int):
+            return data[key]
+    ids = data.get("ids")
+    return len(ids) if isinstance(ids, list) else -1
+
+
+def load_questions(kind: str) -> list[str]:
+    examples = [
+        json.loads(line)["question"]
+        for line in QUESTIONS.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    if kind == "examples":
+        return examples
+    others: list[str] = []
+    for name in ("hotpotqa-dev500", "scifact"):
+        path = SHARED_DATA / name / "queries.jsonl"
+        if path.is_file():
+            others += [json.loads(line)["text"] for line in path.read_text().splitlines()[:500]]
+    mixed: list[str] = []
+    for i, question in enumerate(others):
+        mixed.append(question)
+        if i % 4 == 0:
+            mixed.append(examples[(i // 4) % len(examples)])
+    return mixed or examples
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of ``pid`` and its waited-for children (``/proc/PID/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def write_config(workdir: Path, sentence_cache_size: int) -> Path:
@@ -217,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench" / "out" / "load")
     parser.add_argument("--sample-interval", type=float, default=0.5)
     parser.add_argument("--max-growth", type=float, default=0.10)
+    parser.add_argument("--corpus", choices=("examples", "collections"), default="examples")
+    parser.add_argument("--chunk-size", type=int, default=160, help="with --corpus collections")
+    parser.add_argument("--questions", choices=("examples", "mixed"), default="examples")
     parser.add_argument(
         "--sentence-cache",
         type=int,
@@ -224,14 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    load_before = os.getloadavg()
     env = {**os.environ, **ENV}
     env.pop("PARALLEL_RAG_CONFIG", None)  # the embedded defaults, always
-    prepare(args.workdir, env)
-    questions = [
-        json.loads(line)["question"]
-        for line in QUESTIONS.read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    chunks = prepare(args.workdir, env, args.corpus, args.chunk_size)
+    questions = load_questions(args.questions)
     extra = ["--max-concurrency", str(args.max_concurrency)] if args.max_concurrency else []
     config_args = []
     if args.sentence_cache is not None:
@@ -262,9 +363,11 @@ def main(argv: list[str] | None = None) -> int:
 
         sampler = MemorySampler(server.process.pid, args.sample_interval, lambda: len(results))
         sampler.start()
+        cpu_before = process_cpu_seconds(server.process.pid)
         started = time.perf_counter()
         asyncio.run(drive(server.url, questions, args.requests, args.concurrency, record))
         elapsed = time.perf_counter() - started
+        cpu_after = process_cpu_seconds(server.process.pid)
         sampler.done.set()
         sampler.join()
     finally:
@@ -274,7 +377,20 @@ def main(argv: list[str] | None = None) -> int:
     failed = sum(1 for status, _, _ in results if status != 200)
     lost = sum(1 for status, _, intact in results if status == 200 and not intact)
     memory = memory_report(sampler.samples, args.requests)
+    cpu_ms = (
+        round(1000 * (cpu_after - cpu_before) / max(1, len(results)), 1)
+        if cpu_before is not None and cpu_after is not None
+        else None
+    )
+    ingest_path = args.workdir / "ingest.json"
     report = {
+        "corpus": args.corpus,
+        "chunks": chunks,
+        "ingest": json.loads(ingest_path.read_text()) if ingest_path.is_file() else None,
+        "questions": args.questions,
+        "distinct_questions": len(questions),
+        "server_cpu_ms_per_request": cpu_ms,
+        "load_average_before": load_before,
         "requests": args.requests,
         "client_concurrency": args.concurrency,
         "server_max_concurrency": args.max_concurrency or "default",
@@ -300,10 +416,14 @@ def main(argv: list[str] | None = None) -> int:
     (args.workdir / "load-results.json").write_text(json.dumps(report, indent=2) + "\n")
 
     lat = report["latency_s"]
-    print("| requests | concurrency | req/s | p50 s | p95 s | p99 s | max s | errors | lost |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
-        f"| {args.requests} | {args.concurrency} | {report['throughput_rps']} | {lat['p50']} | "
+        "| corpus | chunks | questions | requests | concurrency | req/s | server CPU ms/req "
+        "| p50 s | p95 s | p99 s | max s | errors | lost |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {args.corpus} | {chunks} | {args.questions} | {args.requests} | {args.concurrency} "
+        f"| {report['throughput_rps']} | {cpu_ms} | {lat['p50']} | "
         f"{lat['p95']} | {lat['p99']} | {lat['max']} | {failed} | {lost} |"
     )
     if memory:
