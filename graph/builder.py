@@ -253,7 +253,9 @@ def build_graph(
         ),
         defer=True,
     )
-    generator = make_generator(pipeline.generator, generator_model, pipeline.embeddings)
+    generator = make_generator(
+        pipeline.generator, generator_model, pipeline.embeddings, base_dir=root
+    )
     generate = GenerateNode(
         generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
     )

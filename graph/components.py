@@ -14,6 +14,7 @@ from parallel_rag.backends.base import BackendContext, BuildRequest, SettingErro
 from parallel_rag.backends.bm25 import BM25Retriever
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.registry import BACKENDS
+from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.graph.configuration import (
     ConfigError,
     EmbeddingsConfig,
@@ -102,8 +103,14 @@ def make_rewriter(
 
 
 def make_generator(
-    config: GeneratorConfig, model: BaseChatModel | None, embeddings: EmbeddingsConfig | None = None
+    config: GeneratorConfig,
+    model: BaseChatModel | None,
+    embeddings: EmbeddingsConfig | None = None,
+    base_dir: Path | None = None,
 ):
+    """The generator of ``config.kind``. The extractive one reads the sentence vectors ingest
+    stored at ``config.sentence_vectors`` (relative to ``base_dir``; not read without one),
+    embedding only the sentences the store lacks."""
     if model is None and config.kind == "llm":
         if config.llm is None:
             raise ConfigError(
@@ -116,6 +123,9 @@ def make_generator(
         if embeddings is not None and config.min_similarity is not None:
             model_name, device = embeddings.model, embeddings.device
             loader = lambda: load_embeddings(model_name, device)  # noqa: E731  (lazy: first answer)
+            if base_dir is not None and config.sentence_vectors is not None:
+                stored = Path(base_dir) / config.sentence_vectors
+                loader = lambda: load_stored_sentence_embeddings(stored, model_name, device)  # noqa: E731
         return ExtractiveGenerator(
             max_sentences=config.max_sentences,
             embeddings=loader,

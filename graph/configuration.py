@@ -19,6 +19,7 @@ from parallel_rag.backends.base import BackendSpec, RetrievalKind
 from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED
+from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
 from parallel_rag.nodes.chat_models import ChatModelSettings
 from parallel_rag.nodes.failure_policy import FailurePolicy
 from parallel_rag.nodes.fuse import (
@@ -348,6 +349,13 @@ class GeneratorConfig(_Strict):
         default=20_000,
         ge=0,
         description="extractive: sentence vectors kept between requests (LRU); 0 = none",
+    )
+    sentence_vectors: str | None = Field(
+        default=SENTENCE_VECTORS_PATH,
+        min_length=1,
+        description="extractive: SQLite file of sentence vectors that ingest writes and the "
+        "generator reads instead of embedding evidence per request (relative paths start at "
+        "the config file's directory); null = neither writes nor reads it",
     )
     llm: ChatModelSettings | None = None
     injection_mode: Literal["tool_role", "system_prompt"] = "tool_role"

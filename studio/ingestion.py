@@ -29,6 +29,7 @@ from typing import Any
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
 from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.registry import BACKENDS, store_writer
+from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.backends.vectorstore import DEFAULT_ROOT
 from parallel_rag.graph.components import backend_context
 from parallel_rag.graph.configuration import (
@@ -37,6 +38,7 @@ from parallel_rag.graph.configuration import (
     PipelineConfig,
     RetrieverEntry,
 )
+from parallel_rag.nodes.generate.generators import split_sentences
 from parallel_rag.studio.document_loading import (
     Chunk,
     DocumentLoadError,
@@ -58,6 +60,7 @@ class IngestReport:
     indexes: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)  # indexes that already held it all
     embedded: int = 0  # chunks embedded (unchanged files are not)
+    sentences: int = 0  # sentence vectors embedded and stored (ones already stored are not)
 
 
 def add_chunk_hashes(chunks: Sequence[Chunk], embedding_model: str) -> None:
@@ -124,6 +127,41 @@ def embed_chunks(
             embeddings.embed_documents([c.content for c in chunks[start : start + EMBED_BATCH]])
         )
     return vectors
+
+
+SENTENCE_BATCH = 512  # sentences embedded and stored per transaction
+
+
+def store_sentence_vectors(
+    chunks: Sequence[Chunk], config: PipelineConfig, base_dir: Path, progress: bool
+) -> int:
+    """Embed the sentences of ``chunks`` the extractive generator will score (split as it
+    splits them) into ``generator.sentence_vectors``, skipping those already stored; returns
+    how many were embedded. Nothing when the generator reads no vectors (kind ``llm``,
+    ``min_similarity`` or ``sentence_vectors`` null). Each batch is its own transaction, so an
+    ingest killed halfway keeps what it stored and the next one embeds only the rest."""
+    settings = config.generator
+    if (
+        settings.kind != "extractive"
+        or settings.min_similarity is None
+        or settings.sentence_vectors is None
+    ):
+        return 0
+    model, device = config.embeddings.model, config.embeddings.device
+    store = SentenceVectorStore(base_dir / settings.sentence_vectors, embedding_identity(model))
+    try:
+        texts = list(dict.fromkeys(s for c in chunks for s in split_sentences(c.content)))
+        missing = store.missing(texts)
+    finally:
+        store.close()
+    if not missing:
+        return 0
+    embeddings = load_embeddings(model, device)
+    batches = range(0, len(missing), SENTENCE_BATCH)
+    for start in tqdm(batches, desc="sentence vectors", unit="batch", disable=not progress):
+        batch = missing[start : start + SENTENCE_BATCH]
+        store.put(batch, embeddings.embed_documents(batch))
+    return len(missing)
 
 
 def writer_for(entry: RetrieverEntry, context: BackendContext) -> StoreWriter:
@@ -193,6 +231,7 @@ def ingest_paths(
         )
         vectors = {c.id: v for c, v in zip(to_embed, embedded, strict=True)}
     report.embedded = len(to_embed)
+    report.sentences = store_sentence_vectors(chunks, config, base_dir, progress)
     for entry, writer, files_to_write in zip(targets, writers, to_write, strict=True):
         label = f"vector store {store}" if store is not None else f"{entry.name} ({entry.backend})"
         report.indexes.append(label)
