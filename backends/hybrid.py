@@ -12,11 +12,13 @@ path and the branch record says which backend served and why the fallback ran.
 ``HybridRetriever.search`` runs both legs back to back, for use outside the graph (any LCEL
 chain). Every lookup (a plain branch, either leg) goes through ``start_lookup``: a
 ``LookupCall`` (per-call ``k``/``filters``) under a timeout, failures kept as redacted one-line
-text. A hybrid is dense when its primary is.
+text. ``alookup`` is the same lookup for a caller on an event loop: the loop waits with the
+timeout, so the lookup crosses threads once. A hybrid is dense when its primary is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import time
 from collections.abc import Callable
@@ -155,6 +157,24 @@ def start_lookup(
 def lookup(retriever: BaseRetriever, call: LookupCall[T], timeout_seconds: float) -> Lookup[T]:
     """``start_lookup`` and wait for it: one lookup under its timeout (never raises)."""
     return start_lookup(retriever, call, timeout_seconds).wait()
+
+
+async def alookup(
+    retriever: BaseRetriever, call: LookupCall[T], timeout_seconds: float
+) -> Lookup[T]:
+    """``lookup`` for a caller on an event loop: the lookup runs in ``LOOKUP_POOL`` (a thread
+    of its own, so a hung backend holds no loop and no sibling) and the loop stops waiting at
+    ``timeout_seconds``; same outcome, same failure text (never raises)."""
+    pending = start_lookup(retriever, call, timeout_seconds)
+    try:
+        result, latency_ms = await asyncio.wait_for(
+            asyncio.wrap_future(pending.future), timeout_seconds
+        )
+    except Exception as error:  # noqa: BLE001 - every backend failure is an outcome
+        pending.cancel()
+        latency_ms = (time.perf_counter() - pending.started) * 1000
+        return Lookup(None, error, latency_ms, timeout_seconds)
+    return Lookup(result, None, latency_ms, timeout_seconds)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
+from langgraph.utils.runnable import RunnableCallable
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.secrets import register_secrets, secrets_in
@@ -94,10 +95,34 @@ def _validate_input_at_entry(graph: CompiledStateGraph) -> None:
     # validates the same way, whoever calls it: invoke, stream, batch, LCEL, LangServe and the
     # LangGraph server. A refused input fails the START task, so a checkpointed thread is not
     # stuck with it: the thread's next run discards that task and starts from its own input.
+    # under ainvoke/astream the validation runs on the event loop (no worker-thread hop)
     entry = graph.nodes[START]
-    graph.nodes[START] = entry.copy(
-        {"bound": RunnableLambda(validate_graph_input, name="validate_input")}
+    bound = RunnableLambda(
+        validate_graph_input, afunc=_avalidate_graph_input, name="validate_input"
     )
+    graph.nodes[START] = entry.copy({"bound": bound})
+
+
+async def _avalidate_graph_input(value: Any) -> Any:
+    return validate_graph_input(value)
+
+
+def _retrieve_node(retrieve: RetrieveNode) -> RunnableCallable:
+    # what ``add_node`` makes of a function (no run of its own in traces), with the node's own
+    # coroutine for ainvoke/astream instead of ``invoke`` in a worker thread
+    return RunnableCallable(retrieve.invoke, retrieve.ainvoke, name="retrieve", trace=False)
+
+
+def _inline(func: Any, *, trace: bool) -> RunnableCallable:
+    # what LangGraph makes of a sync node or edge function (``trace`` as it would set it), for
+    # pure, short CPU work: under ainvoke/astream it runs on the event loop itself instead of in
+    # a worker thread (the hop would cost more than the work). The same keyword arguments
+    # (config, runtime) are injected, read from the sync function's signature.
+
+    async def run_inline(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return RunnableCallable(func, run_inline, name=func.__name__, trace=trace)
 
 
 def _resolve_config(
@@ -188,7 +213,9 @@ def build_graph(
         )
         builder.add_node("rewrite", node.invoke)
         builder.add_conditional_edges(
-            "rewrite", make_view_router(branches, pipeline.tenant_field), ["retrieve"]
+            "rewrite",
+            _inline(make_view_router(branches, pipeline.tenant_field), trace=True),
+            ["retrieve"],
         )
         entry_targets = ["rewrite", "retrieve"]
     scope = KnobScope(
@@ -197,11 +224,10 @@ def build_graph(
         has_reranker=pipeline.reranker is not None,
         rewriter_kind=rewriter_config.kind if rewriter_config is not None else None,
     )
-    builder.add_conditional_edges(
-        START,
-        make_entry_router(branches, pipeline.tenant_field, rewriter_config is not None, scope),
-        entry_targets,
+    entry_router = make_entry_router(
+        branches, pipeline.tenant_field, rewriter_config is not None, scope
     )
+    builder.add_conditional_edges(START, _inline(entry_router, trace=True), entry_targets)
 
     reranker = pipeline.reranker
     retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranker is not None)
@@ -220,7 +246,7 @@ def build_graph(
     if reranker is not None:
         builder.add_node(
             "retrieve",
-            retrieve.invoke,
+            _retrieve_node(retrieve),
             input_schema=RAGState,
             destinations=("rerank", "fuse", *to_fallback),
         )
@@ -238,21 +264,21 @@ def build_graph(
         builder.add_edge("rerank", "fuse")
     else:
         builder.add_node(
-            "retrieve", retrieve.invoke, input_schema=RAGState, destinations=to_fallback or None
+            "retrieve",
+            _retrieve_node(retrieve),
+            input_schema=RAGState,
+            destinations=to_fallback or None,
         )
         builder.add_edge("retrieve", "fuse")
 
     # deferred: fuse waits for every pending branch task (rerank, fallback) before it runs
-    builder.add_node(
-        "fuse",
-        make_fuse_node(
-            k=pipeline.fusion.k,
-            weights=pipeline.fusion.weights_for(sorted(scope.dense)),
-            method=pipeline.fusion.method,
-            settings=fusion_settings,
-        ),
-        defer=True,
+    fuse = make_fuse_node(
+        k=pipeline.fusion.k,
+        weights=pipeline.fusion.weights_for(sorted(scope.dense)),
+        method=pipeline.fusion.method,
+        settings=fusion_settings,
     )
+    builder.add_node("fuse", _inline(fuse, trace=False), defer=True)
     generator = make_generator(
         pipeline.generator, generator_model, pipeline.embeddings, base_dir=root
     )

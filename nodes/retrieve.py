@@ -2,9 +2,11 @@
 
 A branch never raises into its siblings: an error, a timeout or an empty result is recorded in
 its ``BranchResult``. Only ``on_failure: block`` stops the request. Each lookup runs under the
-branch's timeout (``backends.hybrid.start_lookup``); branches run in parallel because LangGraph
-runs each task in its own thread, under ``invoke`` and ``ainvoke`` alike. Each branch reports
-itself as it finishes on LangGraph's custom stream (``stream_mode="custom"``).
+branch's timeout (``backends.hybrid.start_lookup``). Under ``invoke``/``stream`` LangGraph runs
+each task in its own thread and the lookup waits there; under ``ainvoke``/``astream`` the node
+is a coroutine (``RetrieveNode.ainvoke``): the lookup is the only thread hop and the event loop
+enforces the timeout. Each branch reports itself as it finishes on LangGraph's custom stream
+(``stream_mode="custom"``).
 
 A ``hybrid`` branch runs its primary here (``HybridRetriever.run_primary``, which under
 ``strategy: parallel`` also starts the fallback beside it). When the primary failed or came back
@@ -25,6 +27,7 @@ from typing import Any, NotRequired, TypedDict
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import run_in_executor
 from langgraph.config import get_stream_writer
 from langgraph.types import Command, Send
 from parallel_rag.backends.base import SCORE_KEY, RetrievalKind, matches_filter
@@ -32,6 +35,7 @@ from parallel_rag.backends.hybrid import (
     HybridRetriever,
     Lookup,
     LookupCall,
+    alookup,
     fallback_reason,
     lookup,
 )
@@ -183,6 +187,28 @@ class RetrieveNode:
             outcome, prefetched = hybrid.run_primary(call)
             if branch.falls_back and not outcome.usable:
                 return self._to_fallback(task, started, outcome, prefetched)
+        return self._finish(task, started, outcome, hybrid)
+
+    async def ainvoke(self, task: RetrieveTask, config: RunnableConfig) -> dict[str, Any] | Command:
+        """``invoke`` on the event loop: a plain branch awaits its lookup (one thread hop, the
+        timeout kept by the loop); a hybrid branch, whose legs wait on each other, runs
+        ``invoke`` in a worker thread as LangGraph would run a sync node."""
+        branch = self.branches[task["retriever"]]
+        if branch.hybrid is not None:
+            return await run_in_executor(config, self.invoke, task, config)
+        started = time.perf_counter()
+        outcome = await alookup(
+            branch.retriever, self.lookup_call(task, config), branch.timeout_seconds
+        )
+        return self._finish(task, started, outcome, None)
+
+    def _finish(
+        self,
+        task: RetrieveTask,
+        started: float,
+        outcome: Lookup[list[BranchHit]],
+        hybrid: HybridRetriever | None,
+    ) -> dict[str, Any] | Command:
         result = self.branch_result(
             task,
             started,
