@@ -5,21 +5,31 @@ list as ``Document``s (``id``, content, the backend metadata plus ``fused_score`
 ``fused_rank`` and ``sources``: one record per branch that found it). It takes the place of
 ``EnsembleRetriever`` in an existing LCEL chain: same reciprocal rank fusion, plus query views,
 per-branch reranking, failure policy and the per-branch account in every document.
+
+Both entry points drive the graph's async path (``astream``), where a branch crosses threads
+once, for its lookup, and the event loop keeps its timeout: ``ainvoke`` on the caller's loop,
+``invoke`` on one shared background loop (the caller's context and callbacks go along; on that
+loop's own thread, ``invoke`` falls back to the sync ``stream``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from collections.abc import Mapping, Sequence
-from contextlib import closing
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import aclosing, closing
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
-from langchain_core.runnables.config import run_in_executor
 from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.graph.builder import ConfigSource, build_graph
 from parallel_rag.graph.context import RAGContext
@@ -28,6 +38,56 @@ from parallel_rag.nodes.fuse import DEFAULT_RRF_K
 from pydantic import ConfigDict, Field
 
 _CONFIGURABLE = "_parallel_rag_configurable"
+
+
+class _SharedLoop:
+    """One event loop in a daemon thread, started on first use, for sync callers of the async
+    graph path (cheaper than LangGraph's sync runner, which starts new threads every run)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+
+    def get(self) -> asyncio.AbstractEventLoop | None:
+        """The running loop, or None when the caller is its own thread (waiting there on the
+        loop would deadlock). A forked process starts its own (the thread did not come along)."""
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid() or not self._thread.is_alive():
+                ready = threading.Event()
+                loop = asyncio.new_event_loop()
+                # the graph's sync nodes (rewrite, rerank, a hybrid branch) of every caller's
+                # run share this pool: as generous as LangGraph's per-run threads were
+                loop.set_default_executor(
+                    ThreadPoolExecutor(max_workers=32, thread_name_prefix="parallel-rag-fusion")
+                )
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(
+                    target=run, name="parallel-rag-fusion-loop", daemon=True
+                )
+                self._thread.start()
+                ready.wait()
+                self._loop, self._pid = loop, os.getpid()
+        return None if threading.current_thread() is self._thread else self._loop
+
+    def run(self, loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
+        """Run ``coro`` on ``loop`` in (a copy of) the caller's context and wait for it; the
+        run is cancelled if the caller stops waiting (KeyboardInterrupt)."""
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+
+_SHARED_LOOP = _SharedLoop()
 
 
 def fused_to_documents(fused: Sequence[Mapping[str, Any]]) -> list[Document]:
@@ -120,10 +180,9 @@ class ParallelFusionRetriever(BaseRetriever):
         configurable = ensure_config(config).get("configurable") or {}
         return super().invoke(input, config, **{_CONFIGURABLE: configurable}, **kwargs)
 
-    # One path: the graph's nodes are sync underneath, so async callers get ``invoke`` in a
-    # worker thread (what LangChain's Runnable does by default).
     async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any):  # noqa: A002
-        return await run_in_executor(config, self.invoke, input, config, **kwargs)
+        configurable = ensure_config(config).get("configurable") or {}
+        return await super().ainvoke(input, config, **{_CONFIGURABLE: configurable}, **kwargs)
 
     def _request(self, query: str, top_k: int | None, filters: Mapping | None) -> dict:
         request: dict[str, Any] = {"query": query, "top_k": top_k or self.top_k}
@@ -132,6 +191,30 @@ class ParallelFusionRetriever(BaseRetriever):
         if self.tenant is not None:
             request["tenant"] = self.tenant
         return request
+
+    def _run(
+        self,
+        query: str,
+        run_manager: CallbackManagerForRetrieverRun | AsyncCallbackManagerForRetrieverRun,
+        top_k: int | None,
+        filters: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> tuple[dict, RunnableConfig, dict]:
+        config = RunnableConfig(
+            callbacks=run_manager.get_child(),
+            configurable=dict(kwargs.get(_CONFIGURABLE) or {}),
+        )
+        extra = {"context": self.context} if self.context is not None else {}
+        return self._request(query, top_k, filters), config, extra
+
+    async def _fused(self, request: dict, config: RunnableConfig, extra: dict) -> list[Document]:
+        # stop after ``fuse``: leaving the stream ends the run before ``generate`` starts
+        stream = self.graph.astream(request, config, stream_mode="updates", **extra)
+        async with aclosing(stream) as run:
+            async for update in run:
+                if "fuse" in update:
+                    return fused_to_documents(update["fuse"]["documents"])
+        return []
 
     def _get_relevant_documents(
         self,
@@ -142,15 +225,24 @@ class ParallelFusionRetriever(BaseRetriever):
         filters: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        config = RunnableConfig(
-            callbacks=run_manager.get_child(),
-            configurable=dict(kwargs.get(_CONFIGURABLE) or {}),
-        )
-        extra = {"context": self.context} if self.context is not None else {}
-        request = self._request(query, top_k, filters)
-        # stop after ``fuse``: leaving the stream ends the run before ``generate`` starts
+        request, config, extra = self._run(query, run_manager, top_k, filters, kwargs)
+        loop = _SHARED_LOOP.get()
+        if loop is not None:
+            return _SHARED_LOOP.run(loop, self._fused(request, config, extra))
         with closing(self.graph.stream(request, config, stream_mode="updates", **extra)) as run:
             for update in run:
                 if "fuse" in update:
                     return fused_to_documents(update["fuse"]["documents"])
         return []
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        top_k: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        request, config, extra = self._run(query, run_manager, top_k, filters, kwargs)
+        return await self._fused(request, config, extra)
