@@ -27,6 +27,7 @@ chunk id when it is a UUID, else a UUID derived from it, and results carry the c
 
 from __future__ import annotations
 
+import bisect
 import fcntl
 import json
 import shutil
@@ -52,7 +53,12 @@ from parallel_rag.backends.base import (
     scored_document,
     settings_factory,
 )
-from parallel_rag.backends.embeddings import BUNDLED, embedding_identity, load_embeddings
+from parallel_rag.backends.embeddings import (
+    BUNDLED,
+    embedding_identity,
+    load_embeddings,
+    resolve_model,
+)
 from pydantic import BaseModel, ConfigDict, Field
 from qdrant_edge import (
     Distance,
@@ -78,6 +84,28 @@ CURRENT_FILE = "CURRENT"
 MANIFEST_FILE = "parallel_rag.json"
 REVISION_PREFIX = "rev-"
 WRITE_BATCH = 1024
+PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
+
+
+class PassageSettings(BaseModel):
+    """How a long chunk is split for the dense index: windows of ``max_tokens`` word pieces
+    (measured with the embedding model's tokenizer, its special tokens included) starting every
+    ``stride`` word pieces (windows cut between words), the last one ending with the text; the
+    chunk's title (its ``title`` metadata, or a short first line) leads every passage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int | None = Field(
+        default=None,
+        ge=32,
+        description="word pieces per passage; default: what the model reads (256 for MiniLM)",
+    )
+    stride: int | None = Field(
+        default=None,
+        gt=0,
+        description="word pieces between passage starts; default: a whole passage (no overlap "
+        "but for the last passage, which ends with the text)",
+    )
 
 
 class QdrantEdgeSettings(BaseModel):
@@ -93,6 +121,11 @@ class QdrantEdgeSettings(BaseModel):
     full_scan_threshold_kb: int = Field(
         default=10_000, ge=0, description="segments smaller than this are searched exactly"
     )
+    passages: PassageSettings | None = Field(
+        default=None,
+        description="index chunks longer than the model reads as several passages (null: one "
+        "vector per chunk, the model reading its start)",
+    )
 
     def store_dir(self, base_dir: Path | None = None) -> Path:
         return resolve_path(self.path, base_dir).resolve() / self.collection
@@ -105,6 +138,150 @@ def point_id(chunk_id: str) -> str:
         return str(uuid.UUID(str(chunk_id)))
     except ValueError:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, str(chunk_id)))
+
+
+def passage_point_id(chunk_id: str, number: int) -> str:
+    """The point of a chunk's passage ``number``: passage 0 is the chunk's own point (which
+    also holds its content), later ones get ids derived from the chunk id."""
+    if number == 0:
+        return point_id(chunk_id)
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#passage-{number}"))
+
+
+class PassageSplitter:
+    """Splits a text into passages the embedding model reads whole (see ``PassageSettings``)."""
+
+    def __init__(self, tokenizer: Any, max_tokens: int, stride: int | None = None):
+        self.tokenizer = tokenizer
+        self.room = max_tokens - SPECIAL_TOKENS  # word pieces of text a passage holds
+        self.stride = max(1, min(stride or self.room, self.room))
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def heading(self, text: str, title: str | None) -> tuple[str, str]:
+        """(title, body): the title metadata when the text starts with it, else a first line
+        short enough to lead every passage, else no title."""
+        if title and text.startswith(title) and text[len(title) : len(title) + 1] in ("\n", ""):
+            return title, text[len(title) :].lstrip()
+        first, newline, rest = text.partition("\n")
+        if newline and rest.strip() and self.count(first) <= self.room // 4:
+            return first.strip(), rest.lstrip()
+        return "", text
+
+    def split(self, text: str, title: str | None = None) -> list[str]:
+        """The passages of ``text``: ``[text]`` when the model reads it whole."""
+        if len(text) <= self.room or self.count(text) <= self.room:
+            return [text]
+        head, body = self.heading(text, title)
+        room = self.room - (self.count(head) if head else 0)
+        if room < self.room // 2:  # a title that long would crowd out the text
+            head, body, room = "", text, self.room
+        encoded = self.tokenizer(body, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = encoded["offset_mapping"]
+        words = encoded.word_ids()
+        total = len(offsets)
+        # windows start and end on word boundaries (never inside a word's pieces)
+        bounds = [i for i in range(1, total) if words[i] != words[i - 1]] + [total]
+        last = bounds[bisect.bisect_left(bounds, total - room)]  # the window ending the text
+        passages: list[str] = []
+        start = 0
+        while True:
+            at = bisect.bisect_right(bounds, start + room) - 1
+            end = bounds[at] if at >= 0 and bounds[at] > start else min(start + room, total)
+            piece = body[offsets[start][0] : offsets[end - 1][1]]
+            passages.append(f"{head}\n{piece}" if head else piece)
+            if end >= total:
+                return passages
+            at = bisect.bisect_right(bounds, start + min(self.stride, room)) - 1
+            following = bounds[at] if at >= 0 and bounds[at] > start else end
+            start = min(following, last) if last > start else following
+
+
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] count against the model's input length
+_splitters: dict[tuple[str, int | None, int | None], PassageSplitter | None] = {}
+
+
+def passage_splitter(
+    embeddings: Any, model: str, passages: PassageSettings
+) -> PassageSplitter | None:
+    """The splitter for a model's tokenizer (a fast one, for character offsets); None when the
+    model exposes none, so chunks stay whole."""
+    key = (model, passages.max_tokens, passages.stride)
+    if key not in _splitters:
+        client = getattr(embeddings, "_client", None)
+        tokenizer = getattr(client, "tokenizer", None)
+        length = getattr(client, "max_seq_length", None)
+        if tokenizer is None or not getattr(tokenizer, "is_fast", False):
+            try:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
+            except Exception:
+                tokenizer = None
+        if tokenizer is None or not getattr(tokenizer, "is_fast", False):
+            _splitters[key] = None
+        else:
+            length = length or getattr(tokenizer, "model_max_length", 512)
+            max_tokens = min(passages.max_tokens or length, length)
+            _splitters[key] = PassageSplitter(tokenizer, max_tokens, passages.stride)
+    return _splitters[key]
+
+
+def passage_points(
+    batch: ChunkBatch, passages: PassageSettings, model: str, device: str
+) -> list[Point]:
+    """The points of a batch: one per chunk the model reads whole (its batch vector), else one
+    per passage. The first passage is what the model reads of the whole chunk when passages
+    are as long as the model's input, so it keeps the batch vector; the others are embedded
+    here with the shared model."""
+    # a text has at most as many word pieces as characters: short texts need no tokenizer
+    if max(map(len, batch.texts)) <= (passages.max_tokens or 128) - SPECIAL_TOKENS:
+        return chunk_points(batch)
+    embeddings = load_embeddings(model, device)
+    splitter = passage_splitter(embeddings, model, passages)
+    vectors = batch.vectors or []
+    split = [
+        splitter.split(text, (meta or {}).get("title")) if splitter else [text]
+        for text, meta in zip(batch.texts, batch.metadatas, strict=True)
+    ]
+    reads_whole = splitter is not None and splitter.room + SPECIAL_TOKENS >= getattr(
+        getattr(embeddings, "_client", None), "max_seq_length", 0
+    )
+    todo = [
+        (i, n)
+        for i, parts in enumerate(split)
+        for n in range(len(parts))
+        if len(parts) > 1 and (n > 0 or not reads_whole)
+    ]
+    embedded = {}
+    for start in range(0, len(todo), WRITE_BATCH):
+        part = todo[start : start + WRITE_BATCH]
+        rows = embeddings.embed_documents([split[i][n] for i, n in part])
+        embedded.update(zip(part, rows, strict=True))
+    points = []
+    for i, parts in enumerate(split):
+        chunk_id = str(batch.ids[i])
+        metadata = dict(batch.metadatas[i])
+        for n in range(len(parts)):
+            vector = embedded.get((i, n), vectors[i] if n == 0 else None)
+            payload: dict[str, Any] = {"id": chunk_id, "metadata": metadata, "passage": n}
+            if n == 0:
+                payload["content"] = batch.texts[i]
+            points.append(Point(passage_point_id(chunk_id, n), [float(x) for x in vector], payload))
+    return points
+
+
+def chunk_points(batch: ChunkBatch) -> list[Point]:
+    """One point per chunk, its batch vector (no passages)."""
+    return [
+        Point(
+            point_id(batch.ids[i]),
+            [float(x) for x in batch.vectors[i]],
+            {"id": str(batch.ids[i]), "content": batch.texts[i], "metadata": dict(meta)},
+        )
+        for i, meta in enumerate(batch.metadatas)
+    ]
 
 
 def edge_filter(filters: MetadataFilter | None) -> Filter | None:
@@ -220,11 +397,19 @@ def write_chunks(
     vectors: Sequence[Sequence[float]] | None,
     replace_file_ids: Sequence[str],
     embedding_model: str = BUNDLED,
+    device: str = "cpu",
 ) -> None:
     """Publish a new revision: the live one with every chunk of ``replace_file_ids`` deleted
-    and the given chunks upserted, its HNSW index built."""
+    (all its passages) and the given chunks upserted (as passages when ``settings.passages``
+    says so), its HNSW index built."""
     directory = settings.store_dir(base_dir)
     identity = embedding_identity(embedding_model)
+    batch = ChunkBatch(ids=ids, texts=texts, metadatas=metadatas, vectors=vectors)
+    if settings.passages is not None and ids:  # embedding is slow: before taking the lock
+        points = passage_points(batch, settings.passages, embedding_model, device)
+    else:
+        points = chunk_points(batch) if ids else []
+    passages = settings.passages.model_dump() if settings.passages is not None else None
     with write_lock(directory):
         for stale in directory.glob(f".{REVISION_PREFIX}*{STAGING_MARK}*"):
             shutil.rmtree(stale, ignore_errors=True)  # left by a writer killed halfway
@@ -255,26 +440,27 @@ def write_chunks(
                     shard.update(
                         UpdateOperation.delete_points_by_filter(files_filter(replace_file_ids))
                     )
-                for start in range(0, len(ids), WRITE_BATCH):
-                    points = [
-                        Point(
-                            point_id(ids[i]),
-                            [float(x) for x in vectors[i]],
-                            {
-                                "id": str(ids[i]),
-                                "content": texts[i],
-                                "metadata": dict(metadatas[i]),
-                            },
+                if old and ids:  # a chunk written again may now have fewer passages
+                    for start in range(0, len(ids), WRITE_BATCH):
+                        written = [str(i) for i in ids[start : start + WRITE_BATCH]]
+                        shard.update(
+                            UpdateOperation.delete_points_by_filter(
+                                Filter(must=[FieldCondition(key="id", match=MatchAny(written))])
+                            )
                         )
-                        for i in range(start, min(start + WRITE_BATCH, len(ids)))
-                    ]
-                    shard.update(UpdateOperation.upsert_points(points))
+                for start in range(0, len(points), WRITE_BATCH):
+                    shard.update(UpdateOperation.upsert_points(points[start : start + WRITE_BATCH]))
                 shard.optimize()
                 shard.flush()
-                chunks = shard.info().points_count
+                count = shard.info().points_count
             finally:
                 shard.close()
-            record = {"embedding": identity, "dimension": dimension, "chunks": chunks}
+            record = {
+                "embedding": identity,
+                "dimension": dimension,
+                "chunks": count,  # points: a chunk split into passages counts each
+                "passages": passages,
+            }
             write_file(staging / MANIFEST_FILE, json.dumps(record))
 
         write_directory(directory / revision, fill)
@@ -305,26 +491,56 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
                 f"Qdrant Edge collection '{self.settings.collection}' was built with "
                 f"{held.manifest['embedding']}, the pipeline embeds with {identity}"
             )
-        vector = load_embeddings(self.embedding_model, self.device).embed_query(query)
-        hits = held.shard.query(
-            QueryRequest(
-                limit=k or self.k,
-                query=Query.Nearest([float(x) for x in vector]),
-                filter=edge_filter(filters),
-                score_threshold=self.score_threshold,
-                params=SearchParams(hnsw_ef=max(self.settings.hnsw_ef, k or self.k)),
-                with_payload=True,
+        embedded = load_embeddings(self.embedding_model, self.device).embed_query(query)
+        vector = [float(x) for x in embedded]
+        k = k or self.k
+        # a chunk indexed as passages has several points: ask for more, keep each chunk's best
+        limit = k * PASSAGE_OVERFETCH if held.manifest.get("passages") else k
+        total = held.manifest.get("chunks") or limit
+        while True:
+            hits = held.shard.query(
+                QueryRequest(
+                    limit=limit,
+                    query=Query.Nearest(vector),
+                    filter=edge_filter(filters),
+                    score_threshold=self.score_threshold,
+                    params=SearchParams(hnsw_ef=max(self.settings.hnsw_ef, limit)),
+                    with_payload=True,
+                )
             )
-        )
+            best = best_per_chunk(hits)
+            if len(best) >= k or len(hits) < limit or limit >= total:
+                break
+            limit = min(limit * 2, total)
+        top = list(best.values())[:k]
+        contents = chunk_contents(held.shard, [h for h in top if "content" not in h.payload])
         return [
             scored_document(
                 hit.payload.get("id", str(hit.id)),
-                hit.payload.get("content", ""),
+                hit.payload.get("content", contents.get(hit.payload.get("id"), "")),
                 hit.payload.get("metadata") or {},
                 hit.score,
             )
-            for hit in hits
+            for hit in top
         ]
+
+
+def best_per_chunk(hits: Sequence[Any]) -> dict[str, Any]:
+    """Hits collapsed to one per chunk (its best-scoring passage), best chunk first."""
+    best: dict[str, Any] = {}
+    for hit in hits:  # the shard returns hits best first
+        best.setdefault((hit.payload or {}).get("id", str(hit.id)), hit)
+    return best
+
+
+def chunk_contents(shard: EdgeShard, hits: Sequence[Any]) -> dict[str, str]:
+    """The content of chunks whose best hit is a later passage (only the chunk's own point,
+    passage 0, carries it)."""
+    if not hits:
+        return {}
+    ids = [hit.payload["id"] for hit in hits]
+    records = shard.retrieve([point_id(i) for i in ids], with_payload=True, with_vector=False)
+    return {(r.payload or {}).get("id"): (r.payload or {}).get("content", "") for r in records}
 
 
 class QdrantEdgeStore(SettingsStore):
@@ -334,8 +550,15 @@ class QdrantEdgeStore(SettingsStore):
         """Nothing to take ahead: a write holds the collection's file lock while it runs and
         removes what a killed writer left."""
 
-    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint]:
-        return stored_fingerprints(self.settings.store_dir(self.context.base_dir), file_ids)
+    def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint] | None:
+        """None (write every file again) when the collection was split into passages
+        differently from what the settings now ask."""
+        directory = self.settings.store_dir(self.context.base_dir)
+        if current_revision(directory) is not None:
+            wanted = self.settings.passages.model_dump() if self.settings.passages else None
+            if open_revision(directory).manifest.get("passages") != wanted:
+                return None
+        return stored_fingerprints(directory, file_ids)
 
     def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
         write_chunks(
@@ -344,6 +567,7 @@ class QdrantEdgeStore(SettingsStore):
             **batch.columns(),
             replace_file_ids=replace_file_ids,
             embedding_model=self.context.embedding_model,
+            device=self.context.device,
         )
 
 
