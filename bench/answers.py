@@ -141,11 +141,23 @@ def ensure_index(data: HotpotQA, config, work: Path) -> None:
     marker.write_text(json.dumps(wanted))
 
 
+def retrieval_settings(config) -> dict:
+    """The configuration that decides the fused documents: all of it but the generator's
+    section (a generator setting never changes what retrieval returns)."""
+    settings = config.model_dump(mode="json")
+    settings.pop("generator", None)
+    return settings
+
+
+def asked_file(config, questions: list[dict], top_k: int) -> Path:
+    key = _fingerprint([retrieval_settings(config), top_k, [q["_id"] for q in questions]])
+    return WORK / f"asked-{key}.json"
+
+
 def retrieve(graph, config, questions: list[dict], top_k: int, fresh: bool) -> list[dict]:
-    """Ask every question through the graph; per question the fused documents. Cached by
-    config, top_k and question ids under ``bench/out`` (the generator does not change them)."""
-    key = _fingerprint([config.model_dump(mode="json"), top_k, [q["_id"] for q in questions]])
-    cache_file = WORK / f"asked-{key}.json"
+    """Ask every question through the graph; per question the fused documents. Cached by the
+    retrieval settings, top_k and question ids under ``bench/out``."""
+    cache_file = asked_file(config, questions, top_k)
     if cache_file.is_file() and not fresh:
         return json.loads(cache_file.read_text())
     from parallel_rag.studio.evaluation import DOC_ID_KEY
@@ -267,10 +279,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", default="101-500", help="1-based range (default 101-500)")
     parser.add_argument("--top-k", type=int, default=10)
-    parser.add_argument("--before", default=BEFORE_REV, help="git revision to compare with")
+    parser.add_argument(
+        "--before",
+        action="append",
+        default=None,
+        help=f"git revision whose generator to compare with (repeatable; default {BEFORE_REV})",
+    )
     parser.add_argument("--no-before", action="store_true")
     parser.add_argument("--llm-questions", type=int, default=20, help="0: no LLM rows")
     parser.add_argument("--fresh", action="store_true", help="ask the graph again")
+    parser.add_argument(
+        "--documents",
+        type=Path,
+        default=None,
+        help="answer from the fused documents this earlier run stored (an asked-*.json under "
+        "bench/out/answers) instead of asking the graph: generators compared on the same "
+        "documents, in seconds",
+    )
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
     args = parser.parse_args(argv)
 
@@ -291,18 +316,23 @@ def main(argv: list[str] | None = None) -> int:
     with installed(cache) as embeddings:
         from parallel_rag.graph.builder import build_graph
 
-        ensure_index(data, config, work)
-        graph = build_graph(config, base_dir=work)
-        log(f"[ask] questions {first}-{last} through build_graph() (top_k {args.top_k})")
-        asked = retrieve(graph, config, questions, args.top_k, args.fresh)
+        if args.documents is not None:
+            asked = json.loads(args.documents.read_text())
+            if [row["id"] for row in asked] != [q["_id"] for q in questions]:
+                print(f"{args.documents}: not questions {first}-{last}", file=sys.stderr)
+                return 2
+            log(f"[ask] questions {first}-{last}: fused documents from {args.documents}")
+        else:
+            ensure_index(data, config, work)
+            graph = build_graph(config, base_dir=work)
+            log(f"[ask] questions {first}-{last} through build_graph() (top_k {args.top_k})")
+            asked = retrieve(graph, config, questions, args.top_k, args.fresh)
         for row in asked:
             row["query"] = by_id[row["id"]]["question"]
-        if not args.no_before:
-            old = generator_at(args.before)(embeddings=lambda: embeddings)
+        for revision in [] if args.no_before else args.before or [BEFORE_REV]:
+            old = generator_at(revision)(embeddings=lambda: embeddings)
             before = answer_rows(old.generate, asked, "before")
-            results.append(
-                (f"extractive, before ({args.before})", score(before, by_id, data.corpus))
-            )
+            results.append((f"extractive, before ({revision})", score(before, by_id, data.corpus)))
         from parallel_rag.graph.components import make_generator
 
         # the generator the graph's generate node runs, on the documents it was given

@@ -154,7 +154,7 @@ def test_extractive_prefers_the_sentence_with_what_the_question_asks_for():
         "Who opened the Harbour Bridge?",
         [
             {"id": "x", "content": "The Harbour Bridge was opened in 1932.", "metadata": {}},
-            {"id": "y", "content": "Jack Lang opened the Harbour Bridge.", "metadata": {}},
+            {"id": "y", "content": "Premier Jack Lang opened the Harbour Bridge.", "metadata": {}},
         ],
     )
     assert who.cited_numbers == [2]
@@ -472,3 +472,24 @@ def test_generate_node_without_documents_skips_the_generator(fakes):
 
     update = GenerateNode(Refusing()).invoke({"query": QUESTION, "documents": []}, {})
     assert update["answer"] == INSUFFICIENT_EVIDENCE and update["citations"] == []
+
+
+def test_extractive_labels_a_pronoun_with_its_title_when_the_antecedent_does_not_fit():
+    long_opening = (
+        "The Millau Viaduct is a multi-span cable-stayed bridge that carries the A75 autoroute "
+        "across the valley of the river Tarn near the town of Millau in southern France."
+    )
+    designed = "It was designed by the structural engineer Michel Virlogeux."
+    docs = [
+        {
+            "id": "millau",
+            "content": f"{long_opening} {designed}",
+            "metadata": {"title": "Millau Viaduct"},
+        }
+    ]
+    generated = ExtractiveGenerator(max_words=20).generate("Who designed the viaduct?", docs)
+    assert generated.answer == f"Millau Viaduct: {designed} [1]"  # the title says what "It" is
+    assert generated.cited_numbers == [1]
+    untitled = [{**docs[0], "metadata": {}}]
+    generated = ExtractiveGenerator(max_words=20).generate("Who designed the viaduct?", untitled)
+    assert "It was" not in generated.answer  # no title, no antecedent that fits: skipped
