@@ -1,0 +1,163 @@
+"""Query embedding on ONNX Runtime for the bundled all-MiniLM-L6-v2.
+
+A question is one short sequence: through sentence-transformers on torch it costs about 17 ms
+of CPU, most of it framework overhead around a small model; the same network on ONNX Runtime
+with one thread takes about 6 ms (``bench/ANN-RESULTS.md``). Documents keep the torch path,
+where batches amortise that overhead.
+
+The ONNX graph (BERT, mean pooling over the attention mask, L2 normalisation) is exported
+locally from the packaged weights on first use and kept in a cache directory
+(``$PARALLEL_RAG_CACHE_DIR``, else ``~/.cache/parallel-rag``), keyed by the weights file and
+the torch version. Before it is used, its vectors are compared with the torch model's on probe
+texts; any failure (no ``onnxruntime``/``onnx``, export error, a mismatch) leaves the torch
+path in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+log = logging.getLogger(__name__)
+
+MAX_COSINE_GAP = 1e-5
+"""An ONNX vector must have cosine >= 1 - this with the torch vector of the same text."""
+PROBES = (
+    "Does regular exercise lower blood pressure?",
+    "a\nquestion over two lines",
+    " ".join(["The long passage repeats itself until it passes the model's limit."] * 40),
+)
+_export_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("PARALLEL_RAG_CACHE_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "parallel-rag"
+
+
+def _weights_key(model_dir: Path) -> str:
+    import torch
+
+    parts = [torch.__version__]
+    for name in ("model.safetensors", "pytorch_model.bin", "config.json"):
+        path = model_dir / name
+        if path.is_file():
+            stat = path.stat()
+            parts.append(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def _export(client, target: Path) -> None:
+    """Write the model's query graph to ``target`` (atomically: a temporary file, then
+    renamed, so concurrent processes never read half a file)."""
+    import torch
+
+    bert = client[0].auto_model.eval()
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(out.dtype)
+            pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, dim=-1)
+
+    sample = client.tokenizer(["a sample question"], return_tensors="pt")
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Pooled(),
+            tuple(sample[name] for name in names),
+            str(partial),
+            input_names=names,
+            output_names=["embedding"],
+            dynamic_axes={
+                **{n: {0: "batch", 1: "tokens"} for n in names},
+                "embedding": {0: "batch"},
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+    os.replace(partial, target)
+
+
+class OnnxQueryEmbeddings(Embeddings):
+    """``embed_query`` on ONNX Runtime (one thread), ``embed_documents`` and every other
+    attribute from the wrapped LangChain ``HuggingFaceEmbeddings``."""
+
+    def __init__(self, inner: Embeddings, session, tokenizer):
+        self.inner = inner
+        self.session = session
+        self.tokenizer = tokenizer
+
+    def __getattr__(self, name: str):
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        encoded = self.tokenizer.encode(text.replace("\n", " "))  # as HuggingFaceEmbeddings
+        feed = {
+            "input_ids": np.asarray([encoded.ids], dtype=np.int64),
+            "attention_mask": np.asarray([encoded.attention_mask], dtype=np.int64),
+            "token_type_ids": np.asarray([encoded.type_ids], dtype=np.int64),
+        }
+        return self.session.run(None, feed)[0][0].tolist()
+
+
+def onnx_query_embeddings(inner: Embeddings, model_dir: str) -> Embeddings | None:
+    """``inner`` (a LangChain ``HuggingFaceEmbeddings`` over the bundled model in
+    ``model_dir``) with its queries on ONNX Runtime, or None when that is not available or its
+    vectors differ from the torch model's."""
+    try:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        client = inner._client  # the SentenceTransformer behind LangChain's wrapper
+        target = cache_dir() / "onnx" / f"minilm-query-{_weights_key(Path(model_dir))}.onnx"
+        with _export_lock:
+            if not target.is_file():
+                _export(client, target)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # one short sequence: more threads only contend
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        session = onnxruntime.InferenceSession(
+            str(target), options, providers=["CPUExecutionProvider"]
+        )
+        # Its own tokenizer: the transformers one changes its settings on every call, which
+        # is not safe while another thread is encoding documents with it.
+        tokenizer = Tokenizer.from_str(client.tokenizer.backend_tokenizer.to_str())
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(client.max_seq_length)
+        fast = OnnxQueryEmbeddings(inner, session, tokenizer)
+        for probe in PROBES:
+            reference = np.asarray(inner.embed_query(probe))
+            if float(np.asarray(fast.embed_query(probe)) @ reference) < 1 - MAX_COSINE_GAP:
+                log.warning("ONNX query vectors differ from the torch model's; using torch")
+                return None
+        return fast
+    except Exception as error:  # noqa: BLE001 - any failure keeps the torch path
+        log.info(
+            "ONNX query embedding unavailable (%s: %s); using torch", type(error).__name__, error
+        )
+        return None
