@@ -17,7 +17,6 @@ from weakref import WeakKeyDictionary
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
@@ -95,16 +94,11 @@ def _validate_input_at_entry(graph: CompiledStateGraph) -> None:
     # validates the same way, whoever calls it: invoke, stream, batch, LCEL, LangServe and the
     # LangGraph server. A refused input fails the START task, so a checkpointed thread is not
     # stuck with it: the thread's next run discards that task and starts from its own input.
-    # under ainvoke/astream the validation runs on the event loop (no worker-thread hop)
+    # a traced step named validate_input, as a RunnableLambda would be, minus the lambda's
+    # per-call signature checks; under ainvoke/astream it runs on the event loop
     entry = graph.nodes[START]
-    bound = RunnableLambda(
-        validate_graph_input, afunc=_avalidate_graph_input, name="validate_input"
-    )
+    bound = _inline(validate_graph_input, trace=True, name="validate_input")
     graph.nodes[START] = entry.copy({"bound": bound})
-
-
-async def _avalidate_graph_input(value: Any) -> Any:
-    return validate_graph_input(value)
 
 
 def _retrieve_node(retrieve: RetrieveNode) -> RunnableCallable:
@@ -113,7 +107,7 @@ def _retrieve_node(retrieve: RetrieveNode) -> RunnableCallable:
     return RunnableCallable(retrieve.invoke, retrieve.ainvoke, name="retrieve", trace=False)
 
 
-def _inline(func: Any, *, trace: bool) -> RunnableCallable:
+def _inline(func: Any, *, trace: bool, name: str | None = None) -> RunnableCallable:
     # what LangGraph makes of a sync node or edge function (``trace`` as it would set it), for
     # pure, short CPU work: under ainvoke/astream it runs on the event loop itself instead of in
     # a worker thread (the hop would cost more than the work). The same keyword arguments
@@ -122,7 +116,7 @@ def _inline(func: Any, *, trace: bool) -> RunnableCallable:
     async def run_inline(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
-    return RunnableCallable(func, run_inline, name=func.__name__, trace=trace)
+    return RunnableCallable(func, run_inline, name=name or func.__name__, trace=trace)
 
 
 def _resolve_config(

@@ -8,8 +8,9 @@ per-branch reranking, failure policy and the per-branch account in every documen
 
 Both entry points drive the graph's async path (``astream``), where a branch crosses threads
 once, for its lookup, and the event loop keeps its timeout: ``ainvoke`` on the caller's loop,
-``invoke`` on one shared background loop (the caller's context and callbacks go along; on that
-loop's own thread, ``invoke`` falls back to the sync ``stream``).
+``invoke`` on an event loop of the calling thread's own, kept for its next call (the caller's
+context and callbacks go along). A thread already running an event loop cannot wait on another
+in place: there ``invoke`` runs the sync ``stream``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import aclosing, closing
+from contextlib import aclosing, closing, suppress
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -40,54 +41,53 @@ from pydantic import ConfigDict, Field
 _CONFIGURABLE = "_parallel_rag_configurable"
 
 
-class _SharedLoop:
-    """One event loop in a daemon thread, started on first use, for sync callers of the async
-    graph path (cheaper than LangGraph's sync runner, which starts new threads every run)."""
+class _ThreadLoop:
+    """An event loop owned by one thread (closed when the thread's local storage goes)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid: int | None = None
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        # the graph's sync nodes (rewrite, rerank, a hybrid branch) of this thread's runs: as
+        # many threads as LangGraph's sync runner would start, created only when used
+        self.loop.set_default_executor(
+            ThreadPoolExecutor(max_workers=32, thread_name_prefix="parallel-rag-fusion")
+        )
 
-    def get(self) -> asyncio.AbstractEventLoop | None:
-        """The running loop, or None when the caller is its own thread (waiting there on the
-        loop would deadlock). A forked process starts its own (the thread did not come along)."""
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid() or not self._thread.is_alive():
-                ready = threading.Event()
-                loop = asyncio.new_event_loop()
-                # the graph's sync nodes (rewrite, rerank, a hybrid branch) of every caller's
-                # run share this pool: as generous as LangGraph's per-run threads were
-                loop.set_default_executor(
-                    ThreadPoolExecutor(max_workers=32, thread_name_prefix="parallel-rag-fusion")
-                )
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(
-                    target=run, name="parallel-rag-fusion-loop", daemon=True
-                )
-                self._thread.start()
-                ready.wait()
-                self._loop, self._pid = loop, os.getpid()
-        return None if threading.current_thread() is self._thread else self._loop
-
-    def run(self, loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
-        """Run ``coro`` on ``loop`` in (a copy of) the caller's context and wait for it; the
-        run is cancelled if the caller stops waiting (KeyboardInterrupt)."""
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
+    def run(self, coro: Any) -> Any:
+        """Run ``coro`` to its end on this loop, in a copy of the caller's context; if the wait
+        is interrupted (KeyboardInterrupt) the run is cancelled before the error goes on."""
+        task = self.loop.create_task(coro)
         try:
-            return future.result()
+            return self.loop.run_until_complete(task)
         except BaseException:
-            future.cancel()
+            if not task.done():
+                task.cancel()
+                with suppress(BaseException):
+                    self.loop.run_until_complete(task)
             raise
 
+    def __del__(self) -> None:
+        if self.pid == os.getpid() and not self.loop.is_closed():
+            self.loop.close()
 
-_SHARED_LOOP = _SharedLoop()
+
+class _ThreadLoops(threading.local):
+    current: _ThreadLoop | None = None
+
+    def get(self) -> _ThreadLoop | None:
+        """This thread's loop, or None when the thread is running an event loop already."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return None
+        if self.current is None or self.current.pid != os.getpid():  # a fork starts anew
+            self.current = _ThreadLoop()
+        return self.current
+
+
+_THREAD_LOOPS = _ThreadLoops()
 
 
 def fused_to_documents(fused: Sequence[Mapping[str, Any]]) -> list[Document]:
@@ -226,9 +226,9 @@ class ParallelFusionRetriever(BaseRetriever):
         **kwargs: Any,
     ) -> list[Document]:
         request, config, extra = self._run(query, run_manager, top_k, filters, kwargs)
-        loop = _SHARED_LOOP.get()
+        loop = _THREAD_LOOPS.get()
         if loop is not None:
-            return _SHARED_LOOP.run(loop, self._fused(request, config, extra))
+            return loop.run(self._fused(request, config, extra))
         with closing(self.graph.stream(request, config, stream_mode="updates", **extra)) as run:
             for update in run:
                 if "fuse" in update:

@@ -230,21 +230,41 @@ class NestedCall(BaseCallbackHandler):
     def __init__(self, inner: ParallelFusionRetriever) -> None:
         self.inner = inner
         self.got: list[str] | None = None
-        self.thread: str | None = None
+        self.on_a_running_loop = False
 
     def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kw):
         if kw.get("name") == "fuse" and self.got is None:
-            self.thread = threading.current_thread().name
+            self.on_a_running_loop = asyncio.get_running_loop().is_running()
             self.got = [d.id for d in self.inner.invoke(QUESTION)]
 
 
-def test_invoke_on_the_thread_of_the_loop_that_runs_the_graph_does_not_wait_on_itself(fakes):
-    inner = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
+@pytest.mark.parametrize("same_retriever", [False, True])
+def test_invoke_on_the_event_loop_that_runs_the_graph_does_not_wait_on_itself(
+    fakes, same_retriever
+):
     outer = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
+    inner = outer if same_retriever else ParallelFusionRetriever(graph=graph_of(two_lists(fakes)))
     nested = NestedCall(inner)
     assert [d.id for d in outer.invoke(QUESTION, {"callbacks": [nested]})] == ["paris", "berlin"]
-    assert nested.thread != threading.current_thread().name  # it ran on the loop's thread
-    assert nested.got == ["paris", "berlin"]
+    assert nested.on_a_running_loop
+    assert nested.got[:2] == ["paris", "berlin"]
+    assert [d.id for d in outer.invoke(QUESTION)] == ["paris", "berlin"]  # and again
+
+
+def test_invoke_from_many_threads_at_once(fakes):
+    retriever = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
+    results: list[list[str]] = []
+
+    def call() -> None:
+        for _ in range(3):
+            results.append([d.id for d in retriever.invoke(QUESTION)])
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [["paris", "berlin"]] * 12
 
 
 def test_invoke_from_a_sync_step_of_an_async_caller(fakes):
