@@ -34,6 +34,12 @@ On-disk layout (one directory)::
     token_offsets.npy   int64, N + 1 offsets into token_ids.npy
     bm25s/              the bm25s model, written by ``bm25s.BM25.save`` (absent if no terms)
 
+Building streams: each chunk is analyzed on its own and its term ids appended to one compact
+int32 buffer (no per-token Python objects survive), and the bm25s score matrix is built from
+those arrays a batch of documents at a time (``bm25s_score_arrays``), straight into its final
+CSC arrays. The result is identical, array for array, to bm25s's own ``BM25.index`` on the same
+term ids; peak memory is the finished index plus one batch.
+
 Loading never re-tokenises the corpus: engine ``bm25s`` loads the saved model (or rebuilds it
 from the stored term ids when ``k1``/``b`` differ from the stored ones), engine ``rank_bm25``
 rebuilds rank-bm25's statistics from the stored term ids. Saving goes through
@@ -43,6 +49,7 @@ never leaves a half-written index.
 
 from __future__ import annotations
 
+import array
 import json
 import logging
 import math
@@ -102,6 +109,8 @@ BM25S_DIR = "bm25s"
 
 _SCORE_DTYPE = "float64"
 _FILTER_CACHE_SIZE = 64
+_BUILD_BATCH_TOKENS = 1 << 19
+"""Tokens per batch while building the score matrix: bounds the build's temporary arrays."""
 
 
 # --------------------------------------------------------------------------------------
@@ -193,7 +202,7 @@ def select_top_k(
     valid = scores > 0
     if mask is not None:
         valid &= mask
-    positions = np.flatnonzero(valid)
+    positions = _top_k_candidates(scores, valid, mask, k)
     selected = scores[positions]
     if positions.size > k:
         # Keep everything tied with the k-th best score, so the tie-break below decides.
@@ -203,6 +212,38 @@ def select_top_k(
     # ``positions`` is ascending, so a stable sort on -score breaks ties by lower position.
     order = np.argsort(-selected, kind="stable")[:k]
     return positions[order], selected[order]
+
+
+_BLOCKS_PER_K = 16
+"""Blocks of the score array per wanted hit when bounding the k-th best score from below."""
+_MIN_BLOCK = 256
+"""Below this block size the candidates are simply every valid position."""
+
+
+def _top_k_candidates(
+    scores: np.ndarray, valid: np.ndarray, mask: np.ndarray | None, k: int
+) -> np.ndarray:
+    """Ascending positions of valid scores that may be among the best ``k``: every valid
+    position whose score is at least the ``k``-th best, ties included.
+
+    On a large array the ``k``-th largest of the per-block maxima bounds the ``k``-th best
+    score from below (those maxima are ``k`` distinct valid scores), so only the positions at
+    or above it are kept: a few hundred instead of every document that matched a query term
+    (often half the corpus), which spares the partition over all of them.
+    """
+    block = scores.size // (_BLOCKS_PER_K * k)
+    if block < _MIN_BLOCK:
+        return np.flatnonzero(valid)
+    # masked-out scores become 0; a bound > 0 then only comes from valid scores
+    work = scores if mask is None else scores * mask
+    whole = scores.size // block * block
+    maxima = work[:whole].reshape(-1, block).max(axis=1)
+    if whole < scores.size:
+        maxima = np.append(maxima, work[whole:].max())
+    bound = np.partition(maxima, maxima.size - k)[maxima.size - k]
+    if not bound > 0:  # fewer than k blocks hold a valid score: at most k blocks of them
+        return np.flatnonzero(valid)
+    return np.flatnonzero(work >= bound)
 
 
 def _normalise_chunks(chunks: Iterable[Any]) -> tuple[BM25Chunk, ...]:
@@ -228,6 +269,95 @@ def _normalise_chunks(chunks: Iterable[Any]) -> tuple[BM25Chunk, ...]:
         seen.add(doc_id)
         result.append(BM25Chunk(doc_id, content, dict(metadata)))
     return tuple(result)
+
+
+def _token_batches(offsets: np.ndarray, budget: int) -> Iterable[tuple[int, int]]:
+    """``(first, end)`` document ranges of about ``budget`` tokens each (at least one doc)."""
+    n_docs = offsets.size - 1
+    first = 0
+    while first < n_docs:
+        end = int(np.searchsorted(offsets, offsets[first] + budget, side="right")) - 1
+        end = min(max(end, first + 1), n_docs)
+        yield first, end
+        first = end
+
+
+def _doc_term_counts(
+    token_ids: np.ndarray, offsets: np.ndarray, first: int, end: int, n_terms: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (document, term) pairs of documents ``first..end`` with their term frequency,
+    ordered by document then term id."""
+    lengths = np.diff(offsets[first : end + 1])
+    local = np.repeat(np.arange(end - first, dtype=np.int64), lengths)
+    keys = local * n_terms + token_ids[offsets[first] : offsets[end]]
+    pairs, counts = np.unique(keys, return_counts=True)
+    docs, terms = np.divmod(pairs, n_terms)
+    return docs + first, terms, counts
+
+
+def bm25s_score_arrays(
+    token_ids: np.ndarray, offsets: np.ndarray, n_terms: int, k1: float, b: float
+) -> dict[str, Any]:
+    """bm25s's ``scores`` (``data``, ``indices``, ``indptr``, ``num_docs``) for the Lucene
+    variant, from the corpus as one term-id array plus per-document offsets.
+
+    The same numbers as ``bm25s.BM25(method="lucene").index`` over per-document id lists, in
+    the same CSC layout (term columns, documents ascending within a column), computed with
+    the same floating-point operations in the same order, but without any per-token Python
+    object: a first pass over document batches counts document frequencies, a second one
+    scores each batch and writes it straight into the preallocated CSC arrays.
+    """
+    n_docs = offsets.size - 1
+    lengths = np.diff(offsets)
+    avg_doc_len = lengths.mean() if n_docs else 0.0
+    batches = list(_token_batches(offsets, _BUILD_BATCH_TOKENS))
+    doc_freqs = np.zeros(n_terms, dtype=np.int64)
+    for first, end in batches:
+        _, terms, _ = _doc_term_counts(token_ids, offsets, first, end, n_terms)
+        doc_freqs += np.bincount(terms, minlength=n_terms)
+    idf = np.zeros(n_terms, dtype=_SCORE_DTYPE)
+    for term, df in enumerate(doc_freqs.tolist()):
+        if df:
+            idf[term] = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(doc_freqs, out=indptr[1:])
+    data = np.empty(int(indptr[-1]), dtype=_SCORE_DTYPE)
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)
+    heads = indptr[:-1].copy()  # next free slot of each term's column
+    for first, end in batches:
+        docs, terms, counts = _doc_term_counts(token_ids, offsets, first, end, n_terms)
+        tf = counts.astype(_SCORE_DTYPE)
+        tfc = tf / (k1 * ((1 - b) + b * lengths[docs] / avg_doc_len) + tf)
+        scores = idf[terms] * tfc
+        order = np.argsort(terms, kind="stable")  # by term, documents still ascending
+        sorted_terms = terms[order]
+        rank = np.arange(order.size) - np.searchsorted(sorted_terms, sorted_terms)
+        slots = heads[sorted_terms] + rank
+        data[slots] = scores[order]
+        indices[slots] = docs[order]
+        heads += np.bincount(terms, minlength=n_terms)
+    return {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
+
+
+class _TermIdCorpus(NamedTuple):
+    """What ``bm25s.BM25.index`` accepts as a pre-tokenised corpus object (``ids``, ``vocab``),
+    with ``ids`` the compact ``(token_ids, offsets)`` arrays."""
+
+    ids: tuple[np.ndarray, np.ndarray]
+    vocab: dict[str, int]
+
+
+class _CompactBM25(bm25s.BM25):
+    """bm25s.BM25 whose index is built from term-id arrays (``bm25s_score_arrays``), through
+    the ``build_index_from_ids`` hook bm25s documents for overriding. Only the build differs:
+    the saved files and the scores are bm25s's own."""
+
+    def build_index_from_ids(
+        self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False
+    ):
+        token_ids, offsets = corpus_token_ids
+        self.nonoccurrence_array = None  # the Lucene variant has none
+        return bm25s_score_arrays(token_ids, offsets, len(unique_token_ids), self.k1, self.b)
 
 
 def _check_params(engine: str, k1: float, b: float) -> None:
@@ -304,17 +434,25 @@ class BM25Index:
         """
         _check_params(engine, k1, b)
         normalised = _normalise_chunks(chunks)
-        tokenised = get_analyzer(analyzer).analyze_batch(c.content for c in normalised)
+        analyze = get_analyzer(analyzer).analyze
         term_ids: dict[str, int] = {}
-        flat: list[int] = []
+        known = term_ids.__getitem__
+        # one chunk at a time into a compact C-int buffer: no per-token objects are kept
+        flat = array.array("i")
         offsets = np.zeros(len(normalised) + 1, dtype=np.int64)
-        for i, terms in enumerate(tokenised):
-            flat.extend([term_ids.setdefault(term, len(term_ids)) for term in terms])
-            offsets[i + 1] = len(flat)
+        for i, chunk in enumerate(normalised, start=1):
+            terms = analyze(chunk.content)
+            try:
+                flat.extend(map(known, terms))
+            except KeyError:  # a new term: the ids appended before it stay, the rest follow
+                for term in terms[len(flat) - int(offsets[i - 1]) :]:
+                    flat.append(term_ids.setdefault(term, len(term_ids)))
+            offsets[i] = len(flat)
+        token_ids = np.frombuffer(flat, dtype=np.intc) if flat else np.empty(0, np.intc)
         return cls(
             chunks=normalised,
             vocabulary=list(term_ids),
-            token_ids=np.asarray(flat, dtype=np.int32),
+            token_ids=token_ids.astype(np.int32, copy=False),
             token_offsets=offsets,
             analyzer=analyzer,
             engine=engine,
@@ -347,7 +485,7 @@ class BM25Index:
         return [flat[bounds[i] : bounds[i + 1]] for i in range(len(self._chunks))]
 
     def _build_bm25s(self) -> bm25s.BM25:
-        model = bm25s.BM25(
+        model = _CompactBM25(
             k1=self._k1,
             b=self._b,
             method=BM25_VARIANT,
@@ -357,7 +495,7 @@ class BM25Index:
             csc_backend="numpy",
         )
         model.index(
-            (self._corpus_token_id_lists(), dict(self._term_ids)),
+            _TermIdCorpus((self._token_ids, self._token_offsets), dict(self._term_ids)),
             create_empty_token=False,
             show_progress=False,
         )
@@ -420,14 +558,12 @@ class BM25Index:
 
     def score_all(self, query: str) -> np.ndarray:
         """The engine's BM25 score of every chunk (float64, corpus order)."""
-        scores = np.zeros(len(self._chunks), dtype=np.float64)
         terms = self.query_terms(query)
-        if not terms:
-            return scores
-        if self._bm25s is not None:
+        if terms and self._bm25s is not None:
             ids = np.asarray([self._term_ids[t] for t in terms], dtype=np.int32)
-            scores[:] = self._bm25s.get_scores_from_ids(ids)
-        elif self._rank_bm25 is not None:
+            return np.asarray(self._bm25s.get_scores_from_ids(ids), dtype=np.float64)
+        scores = np.zeros(len(self._chunks), dtype=np.float64)
+        if terms and self._rank_bm25 is not None:
             scores[:] = self._rank_bm25.get_scores(terms)
         return scores
 

@@ -8,12 +8,20 @@ standalone check of the engines alone.
    of both engines on a synthetic corpus (default 100k documents) made by replicating
    SciFact documents with random word drops and substitutions.
 
+3. Scale (``--scale N [N ...]``, instead of 1 and 2): the default engine's index built from
+   the harness's synthetic corpus (``bench.data.synthetic_corpus``, the "Scale: BM25" corpus)
+   in a fresh child process per size, so the peak RSS is that build's own (corpus included):
+   build wall and CPU time, peak RSS (the child's ``VmHWM`` and the parent's
+   ``RUSAGE_CHILDREN`` maximum), the same after an atomic ``save``, and single-thread query
+   latency (wall and CPU) on SciFact test claims.
+
 Usage::
 
-    python bench/bm25_engines.py [--data ../shared/data/scifact] [--docs 100000]
+    python -m bench.bm25_engines [--data ../shared/data/scifact] [--docs 100000]
+    python -m bench.bm25_engines --scale 100000 1000000 [--no-save]
 
-Prints markdown tables. Takes a few minutes on two cores (mostly building the 100k indexes
-and rank-bm25's per-query scan).
+Prints markdown tables. Parts 1 and 2 take a few minutes on two cores (mostly building the 100k
+indexes and rank-bm25's per-query scan); ``--scale 1000000`` takes a few minutes more.
 """
 
 from __future__ import annotations
@@ -21,8 +29,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -112,13 +125,133 @@ def latency_ms(index: BM25Index, queries: list[str], k: int = 10) -> list[float]
     return times
 
 
+SCALE_RESULT = "BM25-SCALE "
+
+
+def _vm_hwm_mb() -> float:
+    """This process's peak resident set size (``VmHWM``), in MB."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _cpu_s() -> float:
+    return time.process_time()
+
+
+def scale_child(docs: int, queries: int, seed: int, save: bool) -> dict:
+    """One build in this (fresh) process: corpus generation, ``from_chunks``, optional save,
+    query latency. Memory figures are this process's own, corpus included."""
+    from bench.data import doc_text, synthetic_corpus
+    from bench.data import load_scifact as load_collection
+
+    test = load_collection("test")
+    texts = [doc_text(d) for d in test.corpus.values()]
+    query_texts = list(test.queries.values())[:queries]
+    chunks = synthetic_corpus(texts, docs, seed=seed)
+    del texts, test
+    gc.collect()
+    result: dict = {"docs": docs, "rss_corpus_mb": _rss_mb(), "peak_before_build_mb": _vm_hwm_mb()}
+    wall, cpu = time.perf_counter(), _cpu_s()
+    index = BM25Index.from_chunks(chunks, engine="bm25s")
+    result["build_s"] = time.perf_counter() - wall
+    result["build_cpu_s"] = _cpu_s() - cpu
+    gc.collect()
+    result["rss_after_build_mb"] = _rss_mb()
+    result["peak_build_mb"] = _vm_hwm_mb()
+    result["terms"] = len(index.vocabulary)
+    result["tokens"] = sum(index.chunk_term_ids(i).size for i in range(len(index)))
+    if save:
+        target = Path(tempfile.mkdtemp(prefix="bm25-scale-")) / "index"
+        try:
+            wall, cpu = time.perf_counter(), _cpu_s()
+            index.save(target)
+            result["save_s"] = time.perf_counter() - wall
+            result["save_cpu_s"] = _cpu_s() - cpu
+            result["peak_save_mb"] = _vm_hwm_mb()
+        finally:
+            shutil.rmtree(target.parent, ignore_errors=True)
+    for q in query_texts[:5]:  # warm-up
+        index.search(q, k=10)
+    times, cpus = [], []
+    for q in query_texts:
+        wall, cpu = time.perf_counter(), _cpu_s()
+        index.search(q, k=10)
+        times.append((time.perf_counter() - wall) * 1000)
+        cpus.append((_cpu_s() - cpu) * 1000)
+    result["queries"] = len(times)
+    result["p50_ms"] = float(np.percentile(times, 50))
+    result["p95_ms"] = float(np.percentile(times, 95))
+    result["cpu_p50_ms"] = float(np.percentile(cpus, 50))
+    result["peak_mb"] = _vm_hwm_mb()
+    return result
+
+
+def run_scale(sizes: list[int], queries: int, seed: int, save: bool) -> None:
+    """Each size in a fresh child process; prints one markdown row per size."""
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}\n")
+    print(
+        "| docs | terms | tokens | build wall s | build CPU s | peak RSS MB (build) "
+        "| RSS MB after build (corpus alone) | save wall s | peak RSS MB (build + save) "
+        "| child maxrss MB | query p50 ms | p95 ms | CPU p50 ms |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for docs in sizes:
+        command = [
+            sys.executable, "-m", "bench.bm25_engines", "--scale-child", str(docs),
+            "--queries", str(queries), "--seed", str(seed),
+        ]  # fmt: skip
+        if not save:
+            command.append("--no-save")
+        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+        line = next((x for x in done.stdout.splitlines() if x.startswith(SCALE_RESULT)), None)
+        if done.returncode != 0 or line is None:
+            tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            print(f"| {docs:,} | failed: exit {done.returncode}: {tail} |")
+            continue
+        r = json.loads(line[len(SCALE_RESULT) :])
+        child_max = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        save_s = f"{r['save_s']:.1f}" if "save_s" in r else "-"
+        peak_save = f"{r['peak_save_mb']:.0f}" if "peak_save_mb" in r else "-"
+        print(
+            f"| {docs:,} | {r['terms']:,} | {r['tokens']:,} | {r['build_s']:.1f} "
+            f"| {r['build_cpu_s']:.1f} | {r['peak_build_mb']:.0f} "
+            f"| {r['rss_after_build_mb']:.0f} ({r['rss_corpus_mb']:.0f}) | {save_s} "
+            f"| {peak_save} | {child_max:.0f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} "
+            f"| {r['cpu_p50_ms']:.2f} |",
+            flush=True,
+        )
+    load = os.getloadavg()
+    print(f"\nload average at end: {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="SciFact directory")
     parser.add_argument("--docs", type=int, default=100_000, help="synthetic corpus size")
     parser.add_argument("--queries", type=int, default=100, help="latency queries (max 300)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scale", type=int, nargs="+", metavar="DOCS", help="only the scale builds, one per size"
+    )
+    parser.add_argument("--no-save", action="store_true", help="scale: skip the timed save")
+    parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scale_child is not None:
+        result = scale_child(args.scale_child, args.queries, args.seed, not args.no_save)
+        print(SCALE_RESULT + json.dumps(result), flush=True)
+        return
+    if args.scale:
+        run_scale(args.scale, args.queries, args.seed, not args.no_save)
+        return
 
     corpus, queries, qrels = load_scifact(args.data)
     print(f"SciFact: {len(corpus)} docs, {len(queries)} test queries, {len(qrels)} qrels\n")
