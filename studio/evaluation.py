@@ -3,6 +3,10 @@
 Indexes a corpus one document per unit into the configured BM25 and Qdrant (local, server or
 Edge) indexes (ids shared across indexes), then scores each single retriever and the fused
 graph with ``ir_measures``. Used by ``parallel-rag eval``, the quality tests and ``bench/``.
+
+The fused list comes from the graph's retrieval path only (rewrite -> retrieve -> rerank ->
+fuse, through ``ParallelFusionRetriever``, which leaves the run at ``fuse``): generation
+never runs, and the ranking is the ``documents`` a whole graph run returns.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.backends.registry import store_writer
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
+from parallel_rag.graph.state import MAX_TOP_K
 from parallel_rag.studio.document_loading import Chunk
 from parallel_rag.studio.ingestion import embed_chunks
 
@@ -124,14 +129,15 @@ def run_retriever(retriever, queries: dict[str, str], k: int) -> dict[str, list[
 
 
 def run_graph(graph, queries: dict[str, str], k: int, batch_size: int = 8) -> dict[str, list[str]]:
+    """Each query's fused ranking (``k`` documents, at most the graph's ``MAX_TOP_K``) from
+    the graph's retrieval path alone: ``ParallelFusionRetriever`` stops the run at ``fuse``,
+    so no answer is generated. ``batch_size`` queries run at a time."""
+    from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
+
+    retriever = ParallelFusionRetriever(graph=graph, top_k=min(k, MAX_TOP_K))
     qids = list(queries)
-    runs: dict[str, list[str]] = {}
-    for start in range(0, len(qids), batch_size):
-        chunk = qids[start : start + batch_size]
-        results = graph.batch([{"query": queries[q], "top_k": k} for q in chunk])
-        for qid, result in zip(chunk, results, strict=True):
-            runs[qid] = ranked_doc_ids(result["documents"])
-    return runs
+    fused = retriever.batch([queries[q] for q in qids], config={"max_concurrency": batch_size})
+    return {qid: ranked_doc_ids(documents) for qid, documents in zip(qids, fused, strict=True)}
 
 
 def score_runs(
@@ -168,7 +174,8 @@ def evaluate(
     progress: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Index a BEIR collection into ``workdir`` with the config's bm25 and qdrant retrievers,
-    then score each retriever alone and the fused graph: ``{name: {measure: mean}}``.
+    then score each retriever alone and the fused graph (its retrieval path, no generation):
+    ``{name: {measure: mean}}``.
 
     The indexes live under ``workdir`` (never the config's own), and are reused while the
     corpus and the retriever settings are unchanged (``eval-index.json`` records both).
