@@ -14,6 +14,12 @@ HNSW build settings (``--m``, ``--ef-construct``) apply to Qdrant Edge and FAISS
 beam (``--hnsw-ef 128,256,512``: Qdrant's ``hnsw_ef``, FAISS's ``efSearch``) is a search-time
 setting, so one build is queried at each value and reports one row per value.
 
+``--encoders 100`` instead measures ways of running the query encoder on the same questions
+(langchain over sentence-transformers on torch with 2 or 1 threads, sentence-transformers
+directly, a bare ``torch.inference_mode`` forward, and the shipped path, ONNX Runtime): p50
+wall and CPU per question and each vector's cosine with the torch one; its table goes into the
+same report.
+
 Run ``python -m bench.ann_stores`` (``--sizes 100000,1000000 --stores edge,faiss``); the table
 is printed and written to ``bench/ANN-RESULTS.md``; hand-written findings below its
 ``## Reading`` heading survive a re-run, and ``--merge`` keeps the rows of earlier runs.
@@ -253,6 +259,7 @@ def run_one(
     torch.set_num_threads(1)  # two shared cores: torch's intra-op threads only contend
     model = load_embeddings()
     model.embed_query("warm up")
+    encoder = "onnx" if type(model.inner).__name__ == "OnnxQueryEmbeddings" else "torch"
 
     upsert, build, search = OPENERS[store](work, n, m, ef_construct)
     # Milvus Lite searches in a child process: count the tree (10 ms ticks); others in-process.
@@ -273,6 +280,7 @@ def run_one(
     shared = {
         "store": store,
         "n": n,
+        "encoder": encoder,
         "m": m if store in HNSW_STORES else None,
         "ef_construct": ef_construct if store in HNSW_STORES else None,
         "upsert_per_s": upsert_rate,
@@ -319,6 +327,66 @@ def run_one(
     return rows
 
 
+def encoder_variants(reps: int) -> list[dict[str, Any]]:
+    """p50 wall and CPU per question of each way to run the query encoder, interleaved round
+    by round so every variant sees the same machine load."""
+    import torch
+    from parallel_rag.backends.embeddings import load_embeddings
+
+    shipped = load_embeddings().inner  # the ONNX wrapper when onnxruntime is installed
+    langchain = getattr(shipped, "inner", shipped)  # HuggingFaceEmbeddings on torch
+    st = langchain._client
+    bert = st[0].auto_model
+
+    def bare(text: str) -> list[float]:
+        with torch.inference_mode():
+            batch = st.tokenizer([text], truncation=True, max_length=256, return_tensors="pt")
+            out = bert(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(out.dtype)
+            pooled = torch.nn.functional.normalize((out * mask).sum(1) / mask.sum(1), dim=-1)
+        return pooled[0].tolist()
+
+    def direct(text: str) -> list[float]:
+        return st.encode(text, normalize_embeddings=True, show_progress_bar=False).tolist()
+
+    variants = {
+        "torch, langchain_huggingface, 2 threads (torch default here)": (2, langchain.embed_query),
+        "torch, langchain_huggingface, 1 thread (the earlier rows)": (1, langchain.embed_query),
+        "torch, SentenceTransformer.encode directly, 1 thread": (1, direct),
+        "torch, bare forward under torch.inference_mode, 1 thread": (1, bare),
+    }
+    if shipped is not langchain:
+        variants["ONNX Runtime, 1 thread (shipped: backends/onnx_query.py)"] = (
+            1,
+            shipped.embed_query,
+        )
+    reference = {q: np.asarray(langchain.embed_query(q)) for q in QUESTIONS}
+    found = {name: {"wall": [], "cpu": [], "cosine": []} for name in variants}
+    for threads, run in variants.values():
+        torch.set_num_threads(threads)
+        run("warm up")
+    for i in range(reps):
+        for name, (threads, run) in variants.items():
+            torch.set_num_threads(threads)
+            question = QUESTIONS[i % len(QUESTIONS)]
+            wall, cpu = time.perf_counter(), time.process_time()
+            run(f"{question} ({i})")
+            found[name]["wall"].append((time.perf_counter() - wall) * 1000)
+            found[name]["cpu"].append((time.process_time() - cpu) * 1000)
+            if i < len(QUESTIONS):
+                found[name]["cosine"].append(float(np.asarray(run(question)) @ reference[question]))
+    return [
+        {
+            "variant": name,
+            "threads": variants[name][0],
+            "wall_ms": summary_ms(d["wall"]),
+            "cpu_ms": summary_ms(d["cpu"]),
+            "min_cosine": min(d["cosine"]),
+        }
+        for name, d in found.items()
+    ]
+
+
 # ---------------------------------------------------------------------------------------- report
 
 
@@ -327,6 +395,9 @@ def versions() -> dict[str, str]:
 
     found = {"python": platform.python_version()}
     for name in (
+        "torch",
+        "sentence-transformers",
+        "onnxruntime",
         "qdrant-edge-py",
         "faiss-cpu",
         "qdrant-client",
@@ -362,7 +433,8 @@ def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
     return (
         f"| {r['store']} | {r['n']:,} | {params(r)} "
         f"| {r['query_ms']['p50']:.1f} / {r['query_ms']['p95']:.1f} "
-        f"| {r['query_cpu_ms']['p50']:.1f} | {r['encode_ms']['p50']:.1f} "
+        f"| {r['query_cpu_ms']['p50']:.1f} "
+        f"| {r['encode_ms']['p50']:.1f} ({r.get('encoder', 'torch')}) "
         f"| {search} "
         f"| {r['recall_at_10']:.3f} "
         f"| {r['upsert_per_s']:,.0f} ({r['upsert_cpu_s']:.1f} s CPU) "
@@ -379,7 +451,32 @@ HEADER = (
 )
 
 
-def write_report(rows: list[dict[str, Any]], path: Path) -> str:
+def encoder_table(encoders: dict[str, Any] | None) -> list[str]:
+    if not encoders:
+        return []
+    run = encoders["run"]
+    return [
+        "## Query encoder",
+        "",
+        f"`{run['command']}` ({run['date']}; load {run['load']}): the bundled all-MiniLM-L6-v2 "
+        f"embedding one question, {encoders['rows'][0]['wall_ms']['n']} questions per variant, "
+        "interleaved. CPU is the process's (all threads); cosine is the lowest over the "
+        "questions against the langchain/torch vector.",
+        "",
+        "| variant | wall p50 / p95 ms | CPU p50 ms | min cosine vs torch |",
+        "|---|---|---|---|",
+        *[
+            f"| {r['variant']} | {r['wall_ms']['p50']:.1f} / {r['wall_ms']['p95']:.1f} "
+            f"| {r['cpu_ms']['p50']:.1f} | {r['min_cosine']:.7f} |"
+            for r in encoders["rows"]
+        ],
+        "",
+    ]
+
+
+def write_report(
+    rows: list[dict[str, Any]], path: Path, encoders: dict[str, Any] | None = None
+) -> str:
     runs: list[dict[str, str]] = []
     for r in sorted(rows, key=lambda r: r.get("run", {}).get("date", "")):
         if r.get("run") and r["run"] not in runs:
@@ -423,7 +520,8 @@ def write_report(rows: list[dict[str, Any]], path: Path) -> str:
                 f"- exact numpy search over {r['n']:,} vectors (one query, no encode): "
                 f"{r['exact_numpy_ms_p50']:.1f} ms p50"
             )
-    text = "\n".join(lines) + "\n"
+    lines += ["", *encoder_table(encoders)]
+    text = "\n".join(lines).rstrip() + "\n"
     kept = ""
     if path.is_file():  # the hand-written findings below the table survive a re-run
         previous = path.read_text(encoding="utf-8")
@@ -447,9 +545,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", default="/tmp/parallel-rag-ann")
     parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "ANN-RESULTS.md"))
     parser.add_argument("--merge", action="store_true", help="keep rows of earlier runs")
+    parser.add_argument(
+        "--encoders", type=int, default=0, help="measure query-encoder variants (questions each)"
+    )
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     efs = [int(e) for e in args.hnsw_ef.split(",")]
+    if args.worker and args.worker[0] == "encoders":
+        emit({"rows": encoder_variants(int(args.worker[1]))})
+        return
     if args.worker:
         store, n = args.worker[0], int(args.worker[1])
         work = Path(args.work) / f"{store}-{n}"
@@ -465,7 +569,27 @@ def main(argv: list[str] | None = None) -> None:
     raw = REPO_ROOT / "bench" / "out" / "ann_stores.json"  # every row so far, for --merge
     raw.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(raw.read_text()) if args.merge and raw.exists() else []
-    for n in [int(s) for s in args.sizes.split(",")]:
+    encoders_raw = raw.with_name("ann_encoders.json")
+    encoders = json.loads(encoders_raw.read_text()) if encoders_raw.exists() else None
+    if args.encoders:
+        command = [sys.executable, "-m", "bench.ann_stores", "--worker", "encoders"]
+        done = subprocess.run(
+            [*command, str(args.encoders)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+        )
+        for line in done.stdout.splitlines():
+            if line.startswith("BENCH-RESULT "):
+                encoders = {"run": run, "rows": json.loads(line.split(" ", 1)[1])["rows"]}
+                encoders_raw.write_text(json.dumps(encoders, indent=1))
+        if encoders is None or encoders["run"] is not run:
+            sys.exit(f"encoder run failed: {done.stderr.strip()[-400:]}")
+        print("\n".join(encoder_table(encoders)))
+        if not args.merge:
+            return
+    for n in [int(s) for s in args.sizes.split(",")] if not args.encoders else []:
         for store in args.stores.split(","):
             print(f"[ann] {store} at {n:,} vectors ...", flush=True)
             command = [sys.executable, "-m", "bench.ann_stores", "--worker", store, str(n)]
@@ -507,7 +631,7 @@ def main(argv: list[str] | None = None) -> None:
             r.get("hnsw_ef") or 0,
         )
     )
-    print(write_report(rows, Path(args.out)))
+    print(write_report(rows, Path(args.out), encoders))
 
 
 if __name__ == "__main__":
