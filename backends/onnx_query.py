@@ -102,8 +102,9 @@ class OnnxQueryEmbeddings(Embeddings):
 
     def __init__(self, inner: Embeddings, session, tokenizer):
         self.inner = inner
-        self.session = session
-        self.tokenizer = tokenizer
+        # private names: every other attribute is the wrapped model's
+        self._session = session
+        self._query_tokenizer = tokenizer
 
     def __getattr__(self, name: str):
         inner = self.__dict__.get("inner")
@@ -115,13 +116,13 @@ class OnnxQueryEmbeddings(Embeddings):
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
-        encoded = self.tokenizer.encode(text.replace("\n", " "))  # as HuggingFaceEmbeddings
+        encoded = self._query_tokenizer.encode(text.replace("\n", " "))  # as HuggingFaceEmbeddings
         feed = {
             "input_ids": np.asarray([encoded.ids], dtype=np.int64),
             "attention_mask": np.asarray([encoded.attention_mask], dtype=np.int64),
             "token_type_ids": np.asarray([encoded.type_ids], dtype=np.int64),
         }
-        return self.session.run(None, feed)[0][0].tolist()
+        return self._session.run(None, feed)[0][0].tolist()
 
 
 def onnx_query_embeddings(inner: Embeddings, model_dir: str) -> Embeddings | None:
