@@ -172,10 +172,12 @@ def measure(asked: list[dict]) -> tuple[dict, dict, dict]:
     model = load_embeddings()
     counter = EmbeddedTexts(model)
     query_ms = []
-    for row in asked:  # what the dense branch has done before the generator runs
+    encoder = getattr(model, "inner", model)  # past the shared query cache: a real encode
+    for row in asked:
         started = time.perf_counter()
-        model.embed_query(row["query"])
+        encoder.embed_query(row["query"])
         query_ms.append((time.perf_counter() - started) * 1000)
+        model.embed_query(row["query"])  # what the dense branch has done before generation
     modes = {"stored": WORK / "hotpot", "model": None}
     timings = {mode: {"wall": [], "cpu": [], "embedded": []} for mode in modes}
     rows = {mode: [] for mode in modes}

@@ -14,6 +14,9 @@ Re-ingesting unchanged files changes nothing: every chunk carries a ``chunk_hash
 metadata and embedding model; a store that already holds a file's chunks with the same ids and
 hashes is not written for that file, and those chunks are not embedded again (a file
 half-written by a killed ingest has missing points, so it counts as changed).
+
+The extractive generator's sentence vectors are stored too (``generator.sentence_vectors``,
+keyed by model and sentence text): only sentences not stored yet are embedded.
 """
 
 from __future__ import annotations
