@@ -131,6 +131,11 @@ def speed_headline(results: dict) -> list[list[str]]:
     return out
 
 
+BARS_FILE = Path(__file__).resolve().parent / "BARS.md"
+"""The performance and quality bars with the figure that meets or misses each one, collected
+from the focused benchmark scripts' result files; placed at the top of ``RESULTS.md``."""
+
+
 def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
     meta = results["meta"]
     parts: list[str] = []
@@ -144,6 +149,9 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         "section). Regenerate with `make bench` (full, manual), `python -m bench --sections "
         "...` (some sections, the others kept), or `make bench-smoke` (CI-sized)."
     )
+    bars = BARS_FILE.read_text(encoding="utf-8").strip() if BARS_FILE.is_file() else ""
+    if bars and not meta["smoke"]:
+        parts.append(bars)
     parts.append("## Machine and versions")
     parts.append(
         _table(
