@@ -80,3 +80,15 @@ def test_passage_settings_are_validated():
         QdrantEdgeSettings.model_validate({"passages": {"stride": 0}})
     with pytest.raises(ValidationError):
         QdrantEdgeSettings.model_validate({"passages": {"window": 100}})
+
+
+def test_by_default_windows_follow_each_other_and_the_last_ends_with_the_text():
+    splitter = passage_splitter(load_embeddings(), BUNDLED, PassageSettings(max_tokens=64))
+    body = long_text(130)
+    passages = [p.removeprefix("Leaf biology\n") for p in splitter.split(f"Leaf biology\n{body}")]
+    words = [p.split() for p in passages]
+    assert len(words) > 2
+    for a, b in zip(words[:-2], words[1:-1], strict=True):
+        assert not set(a) & set(b)  # no overlap between full windows
+        assert body.index(" ".join(b)) == body.index(" ".join(a)) + len(" ".join(a)) + 1
+    assert body.endswith(passages[-1])
