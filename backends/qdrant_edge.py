@@ -122,9 +122,10 @@ class QdrantEdgeSettings(BaseModel):
         default=10_000, ge=0, description="segments smaller than this are searched exactly"
     )
     passages: PassageSettings | None = Field(
-        default=None,
-        description="index chunks longer than the model reads as several passages (null: one "
-        "vector per chunk, the model reading its start)",
+        default_factory=PassageSettings,
+        description="index chunks longer than the model reads as several passages, a chunk "
+        "scored by its best passage (the default: it wins on the training splits); null: one "
+        "vector per chunk, the model reading only its start",
     )
 
     def store_dir(self, base_dir: Path | None = None) -> Path:
