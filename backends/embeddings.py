@@ -45,17 +45,14 @@ QUERY_CACHE_SIZE = 1024
 """Query vectors kept per model (a few hundred KB for a 384-d model)."""
 
 
-class QueryOnceEmbeddings(Embeddings):
-    """An embedding model whose ``embed_query`` computes each text once: recent vectors are
-    kept (least recently used go first) and concurrent callers of a text being embedded share
-    the one computation. Documents pass through; other attributes are the wrapped model's."""
+class WrappedEmbeddings(Embeddings):
+    """An embedding model around another one: both calls and every other attribute (model
+    name, client, encode settings) are the wrapped model's unless a subclass overrides them,
+    so wrappers stack (stored sentence vectors over one-time query vectors over ONNX
+    queries) and callers still see the underlying model's attributes."""
 
-    def __init__(self, inner: Embeddings, size: int = QUERY_CACHE_SIZE):
+    def __init__(self, inner: Embeddings):
         self.inner = inner
-        self.size = size
-        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
-        self._pending: dict[str, threading.Event] = {}
-        self._lock = threading.Lock()
 
     def __getattr__(self, name: str):
         inner = self.__dict__.get("inner")
@@ -65,6 +62,22 @@ class QueryOnceEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+class QueryOnceEmbeddings(WrappedEmbeddings):
+    """An embedding model whose ``embed_query`` computes each text once: recent vectors are
+    kept (least recently used go first) and concurrent callers of a text being embedded share
+    the one computation. Documents pass through; other attributes are the wrapped model's."""
+
+    def __init__(self, inner: Embeddings, size: int = QUERY_CACHE_SIZE):
+        super().__init__(inner)
+        self.size = size
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._pending: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
 
     def embed_query(self, text: str) -> list[float]:
         while True:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+from parallel_rag.backends.embeddings import WrappedEmbeddings
 
 log = logging.getLogger(__name__)
 
@@ -96,24 +97,15 @@ def _export(client, target: Path) -> None:
     os.replace(partial, target)
 
 
-class OnnxQueryEmbeddings(Embeddings):
+class OnnxQueryEmbeddings(WrappedEmbeddings):
     """``embed_query`` on ONNX Runtime (one thread), ``embed_documents`` and every other
     attribute from the wrapped LangChain ``HuggingFaceEmbeddings``."""
 
     def __init__(self, inner: Embeddings, session, tokenizer):
-        self.inner = inner
+        super().__init__(inner)
         # private names: every other attribute is the wrapped model's
         self._session = session
         self._query_tokenizer = tokenizer
-
-    def __getattr__(self, name: str):
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> list[float]:
         encoded = self._query_tokenizer.encode(text.replace("\n", " "))  # as HuggingFaceEmbeddings

@@ -31,7 +31,11 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
+from parallel_rag.backends.embeddings import (
+    WrappedEmbeddings,
+    embedding_identity,
+    load_embeddings,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +207,7 @@ class SentenceVectorStore:
         return len(rows)
 
 
-class StoredSentenceEmbeddings(Embeddings):
+class StoredSentenceEmbeddings(WrappedEmbeddings):
     """An embedding model whose ``embed_documents`` returns stored vectors and embeds only the
     texts the store lacks (in one call to the wrapped model, each text once); ``embed_query``
     is the wrapped model's (the shared one embeds each query once). Rows come back as float32
@@ -211,14 +215,8 @@ class StoredSentenceEmbeddings(Embeddings):
     are the wrapped model's."""
 
     def __init__(self, inner: Embeddings, store: SentenceVectorStore):
-        self.inner = inner
+        super().__init__(inner)
         self.store = store
-
-    def __getattr__(self, name: str):
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         found = self.store.get(texts)
@@ -230,9 +228,6 @@ class StoredSentenceEmbeddings(Embeddings):
                 return list(np.asarray(self.inner.embed_documents(list(texts)), np.float32))
             found.update(zip(missing, fresh, strict=True))
         return [found[t] for t in texts]  # type: ignore[misc]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
 
 
 @lru_cache(maxsize=8)
