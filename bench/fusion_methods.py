@@ -564,24 +564,29 @@ def bar_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def tuning_table(rows: list[dict[str, Any]]) -> str:
+    """One row per training setting: both objectives and their mean."""
+    return _table(
+        ["setting", "SciFact train nDCG@10", "HotpotQA tune AllSupport@10", "mean"],
+        [
+            [
+                r["why"] + ": " + r["label"],
+                f"{r['scifact']:.4f}",
+                f"{r['hotpotqa']:.4f}",
+                f"{r['mean']:.4f}",
+            ]
+            for r in rows
+        ],
+    )
+
+
 def other_tuning(other: dict[str, Any]) -> list[str]:
     """The same grid with the other dense variant, its picks only."""
     figures = other["singles"][DENSE]
     return [
         f"With dense {other['variant']} instead (same grid, same lexical branch):",
         "",
-        _table(
-            ["setting", "SciFact train nDCG@10", "HotpotQA tune AllSupport@10", "mean"],
-            [
-                [
-                    r["why"] + ": " + r["label"],
-                    f"{r['scifact']:.4f}",
-                    f"{r['hotpotqa']:.4f}",
-                    f"{r['mean']:.4f}",
-                ]
-                for r in other["rows"]
-            ],
-        ),
+        tuning_table(other["rows"]),
         "",
         f"Dense {other['variant']} alone on the training queries: "
         + ", ".join(f"{k} {v:.4f}" for k, v in figures.items())
@@ -699,18 +704,7 @@ def render(results: dict[str, Any]) -> str:
         "product's example-question floor (tests/integration/test_end_to_end.py: the fused top 3 "
         "holds the gold document of every question only one retriever finds); see the notes.",
         "",
-        _table(
-            ["setting", "SciFact train nDCG@10", "HotpotQA tune AllSupport@10", "mean"],
-            [
-                [
-                    r["why"] + ": " + r["label"],
-                    f"{r['scifact']:.4f}",
-                    f"{r['hotpotqa']:.4f}",
-                    f"{r['mean']:.4f}",
-                ]
-                for r in tuned["rows"]
-            ],
-        ),
+        tuning_table(tuned["rows"]),
         "",
         "Single retrievers on the same training queries: "
         + ", ".join(

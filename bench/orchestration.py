@@ -103,6 +103,17 @@ class FloorState(TypedDict, total=False):
     fused: list
 
 
+def compile_floor(fan_out, retrieve, fuse):
+    """The floor's shape: one ``Send`` per retriever, an additive reducer, a deferred fuse."""
+    builder = StateGraph(FloorState)
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("fuse", fuse, defer=True)
+    builder.add_conditional_edges(START, fan_out, ["retrieve"])
+    builder.add_edge("retrieve", "fuse")
+    builder.add_edge("fuse", END)
+    return builder.compile()
+
+
 def floor_graph(retrievers: dict[str, BaseRetriever], k: int | None):
     """The framework's floor: one ``Send`` per retriever, an additive reducer, a deferred RRF
     node; nothing else (no validation, no records, no timeouts)."""
@@ -116,13 +127,7 @@ def floor_graph(retrievers: dict[str, BaseRetriever], k: int | None):
     def fuse(state: FloorState) -> dict:
         return {"fused": rrf(state["results"])}
 
-    builder = StateGraph(FloorState)
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("fuse", fuse, defer=True)
-    builder.add_conditional_edges(START, fan_out, ["retrieve"])
-    builder.add_edge("retrieve", "fuse")
-    builder.add_edge("fuse", END)
-    return builder.compile()
+    return compile_floor(fan_out, retrieve, fuse)
 
 
 def floor_graph_async(retrievers: dict[str, BaseRetriever], k: int | None):
@@ -139,13 +144,7 @@ def floor_graph_async(retrievers: dict[str, BaseRetriever], k: int | None):
     async def fuse(state: FloorState) -> dict:
         return {"fused": rrf(state["results"])}
 
-    builder = StateGraph(FloorState)
-    builder.add_node("retrieve", retrieve)
-    builder.add_node("fuse", fuse, defer=True)
-    builder.add_conditional_edges(START, fan_out, ["retrieve"])
-    builder.add_edge("retrieve", "fuse")
-    builder.add_edge("fuse", END)
-    return builder.compile()
+    return compile_floor(fan_out, retrieve, fuse)
 
 
 def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Callable]:
