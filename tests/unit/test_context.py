@@ -11,7 +11,6 @@ import pytest
 from fake_scorer import FakeScorer
 from fastapi.exceptions import RequestValidationError
 from langchain_classic.retrievers import EnsembleRetriever
-from parallel_rag.graph import build_graph
 from parallel_rag.graph.context import (
     KNOBS,
     KnobError,
@@ -24,26 +23,9 @@ from parallel_rag.nodes import prompts
 from parallel_rag.studio.cli import format_progress, run_with_progress
 from parallel_rag.studio.langserve_app import make_config_guard
 from pydantic import ValidationError
+from small_graphs import graph_of, two_lists
 
 QUESTION = "What is the capital of France?"
-
-
-def graph_of(retrievers, config=None, **kwargs):
-    return build_graph({"retrievers": [], **(config or {})}, retrievers=retrievers, **kwargs)
-
-
-def two_lists(fakes):
-    """Two lexical retrievers with overlapping, differently ordered results."""
-    a = fakes.ListRetriever(
-        docs=[fakes.doc("paris", "Paris is the capital of France."), fakes.doc("lyon", "Lyon.")]
-    )
-    b = fakes.ListRetriever(
-        docs=[
-            fakes.doc("berlin", "Berlin is in Germany."),
-            fakes.doc("paris", "Paris is the capital of France."),
-        ]
-    )
-    return {"a": a, "b": b}
 
 
 # ---------------------------------------------------------------- the schema

@@ -16,30 +16,13 @@ from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetr
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
-from parallel_rag.graph import build_graph
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode, RetrieveTask
+from small_graphs import graph_of, two_lists
 
 QUESTION = "What is the capital of France?"
 CALLER = contextvars.ContextVar("caller", default=None)
-
-
-def graph_of(retrievers, config=None, **kwargs):
-    return build_graph({"retrievers": [], **(config or {})}, retrievers=retrievers, **kwargs)
-
-
-def two_lists(fakes):
-    a = fakes.ListRetriever(
-        docs=[fakes.doc("paris", "Paris is the capital of France."), fakes.doc("lyon", "Lyon.")]
-    )
-    b = fakes.ListRetriever(
-        docs=[
-            fakes.doc("berlin", "Berlin is in Germany."),
-            fakes.doc("paris", "Paris is the capital of France."),
-        ]
-    )
-    return {"a": a, "b": b}
 
 
 # ---------------------------------------------------------------- a branch on the event loop

@@ -12,18 +12,15 @@ import threading
 
 import pytest
 from fake_scorer import FakeScorer
-from parallel_rag.graph import RAGRequest, build_graph
+from parallel_rag.graph import RAGRequest
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode, RetrieveTask
 from pydantic import ValidationError
+from small_graphs import graph_of
 
 OUTPUT_KEYS = {"answer", "documents", "queries", "citations", "branches", "warnings", "timings"}
 QUESTION = "What is the capital of France?"
-
-
-def graph_of(retrievers, config=None, **kwargs):
-    return build_graph({"retrievers": [], **(config or {})}, retrievers=retrievers, **kwargs)
 
 
 def statuses(result) -> dict[str, str]:
