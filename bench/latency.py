@@ -125,7 +125,7 @@ def fanout(
     return {"rows": rows, "reps": reps, "delay_ms": delay_ms}
 
 
-def _rrf_by_hand(lists: list[list[Document]], k: int, top_k: int) -> list[Document]:
+def rrf_by_hand(lists: list[list[Document]], k: int, top_k: int) -> list[Document]:
     """What a user would write: RRF over ids, first copy kept."""
     scores: dict[str, float] = {}
     first: dict[str, Document] = {}
@@ -167,7 +167,7 @@ def overhead(
             asyncio.to_thread(lexical.invoke, query, k=depth),
             asyncio.to_thread(dense.invoke, query, k=depth),
         )
-        return _rrf_by_hand(list(lists), fusion_k, top_k)
+        return rrf_by_hand(list(lists), fusion_k, top_k)
 
     methods_sync = {
         "graph retrieval path (invoke)": lambda q: fused.invoke(q),

@@ -45,7 +45,7 @@ from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.loading import default_config_dict, parse_config
 
-from bench.latency import DelayRetriever
+from bench.latency import DelayRetriever, rrf_by_hand
 from bench.measure import pct
 from bench.quality import ensemble_of
 
@@ -83,14 +83,7 @@ class CpuRetriever(BaseRetriever):
 
 def rrf(lists: list[list[Document]], k: int = FUSION_K, top_k: int = TOP_K) -> list[Document]:
     """What a user writes: reciprocal rank fusion over ids, first copy kept."""
-    scores: dict[str, float] = {}
-    first: dict[str, Document] = {}
-    for docs in lists:
-        for rank, doc in enumerate(docs, start=1):
-            key = doc.id or doc.page_content
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
-            first.setdefault(key, doc)
-    return [first[key] for key in sorted(scores, key=lambda key: -scores[key])[:top_k]]
+    return rrf_by_hand(lists, k, top_k)
 
 
 def _search(retriever: BaseRetriever, query: str, k: int | None) -> list[Document]:
