@@ -1,6 +1,7 @@
-"""Latency: fan-out over branches with a fixed artificial delay, the graph's retrieval-path
-overhead against a hand-written ``asyncio.gather`` + RRF and against ``EnsembleRetriever``, and
-per-node timings from the result's ``timings``.
+"""Latency: fan-out over branches with a fixed artificial delay, the product's retrieval path
+(``ParallelFusionRetriever``) against a hand-written pipeline, LangGraph's own floor and
+``EnsembleRetriever`` on real branches (``bench/orchestration.py``'s methods and round-robin
+measurement), and per-node timings from the result's ``timings``.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ async def _atimed(call: Callable[[], Any], cpu: list[float] | None = None) -> fl
 def fanout(
     branch_counts=(2, 3, 4), delay_ms: float = 100.0, reps: int = 15, log=print
 ) -> dict[str, Any]:
-    """Wall time per request of the graph (invoke / ainvoke) and EnsembleRetriever (invoke /
-    ainvoke) over N delay branches, against the sum and the max of the delays."""
+    """Wall time per request of the whole graph (invoke / ainvoke), its retrieval path
+    (``ParallelFusionRetriever`` invoke / ainvoke) and EnsembleRetriever (invoke / ainvoke) over
+    N delay branches, against the sum and the max of the delays."""
     rows = []
     loop = asyncio.new_event_loop()
     try:
@@ -87,14 +89,17 @@ def fanout(
                 f"r{i}": DelayRetriever(delay_s=delay_ms / 1000, tag=f"r{i}") for i in range(n)
             }
             graph = build_graph({"generator": CHEAP_GENERATOR}, retrievers=retrievers)
+            path = ParallelFusionRetriever(graph=graph, top_k=5)
             ensemble = ensemble_of(retrievers)
             request = {"query": "fan-out probe", "top_k": 5}
             calls = {
                 "graph.invoke": lambda g=graph, r=request: g.invoke(r),
+                "ParallelFusionRetriever.invoke": lambda p=path: p.invoke("fan-out probe"),
                 "EnsembleRetriever.invoke": lambda e=ensemble: e.invoke("fan-out probe"),
             }
             acalls = {
                 "graph.ainvoke": lambda g=graph, r=request: g.ainvoke(r),
+                "ParallelFusionRetriever.ainvoke": lambda p=path: p.ainvoke("fan-out probe"),
                 "EnsembleRetriever.ainvoke": lambda e=ensemble: e.ainvoke("fan-out probe"),
             }
             for call in calls.values():  # warm-up (imports, first compile paths)
@@ -138,86 +143,40 @@ def rrf_by_hand(lists: list[list[Document]], k: int, top_k: int) -> list[Documen
     return [first[key] for key in ranked]
 
 
-def overhead(
-    lexical: BaseRetriever,
-    dense: BaseRetriever,
-    queries: list[str],
-    *,
-    top_k: int = 10,
-    fusion_k: int = 60,
-    log=print,
-) -> dict[str, Any]:
-    """Per query: the graph's retrieval path (``ParallelFusionRetriever``: the compiled graph
-    stopped after ``fuse``; no rewriter, no generation) sync and async, a hand-written
-    ``asyncio.gather`` of the same two retriever objects + the same RRF, and EnsembleRetriever
-    (sync, async) on the same objects. Every method asks each retriever for ``2 * top_k``."""
-    depth = 2 * top_k
-    graph = build_graph(
-        {"generator": CHEAP_GENERATOR, "fusion": {"k": fusion_k}},
-        retrievers={"lexical": lexical, "dense": dense},
-    )
-    fused = ParallelFusionRetriever(graph=graph, top_k=top_k)
-    # EnsembleRetriever passes no k: give it retrievers that already return ``depth`` hits
-    ens_lexical = lexical.model_copy(update={"k": depth})
-    ens_dense = dense.model_copy(update={"k": depth})
-    ensemble = ensemble_of({"lexical": ens_lexical, "dense": ens_dense}, c=fusion_k)
+HAND_WRITTEN = "hand-written ThreadPool + RRF (sync)"
+"""The baseline of the overhead ratios: what a user writes without a framework."""
 
-    async def gather_rrf(query: str) -> list[Document]:
-        lists = await asyncio.gather(
-            asyncio.to_thread(lexical.invoke, query, k=depth),
-            asyncio.to_thread(dense.invoke, query, k=depth),
-        )
-        return rrf_by_hand(list(lists), fusion_k, top_k)
 
-    methods_sync = {
-        "graph retrieval path (invoke)": lambda q: fused.invoke(q),
-        "EnsembleRetriever.invoke": lambda q: ensemble.invoke(q)[:top_k],
-    }
-    methods_async = {
-        "graph retrieval path (ainvoke)": lambda q: fused.ainvoke(q),
-        "asyncio.gather + RRF (hand-written)": gather_rrf,
-        "EnsembleRetriever.ainvoke": lambda q: ensemble.ainvoke(q),
-    }
-    times: dict[str, list[float]] = {name: [] for name in [*methods_sync, *methods_async]}
-    cpu: dict[str, list[float]] = {name: [] for name in times}
-    agree = 0
-    loop = asyncio.new_event_loop()
-    try:
-        for q in queries[:3]:  # warm-up: index loads, first compile
-            for call in methods_sync.values():
-                call(q)
-            for acall in methods_async.values():
-                loop.run_until_complete(acall(q))
-        for q in queries:
-            for name, call in methods_sync.items():
-                times[name].append(_timed(lambda c=call, q=q: c(q), cpu[name]))
-            for name, acall in methods_async.items():
-                times[name].append(
-                    loop.run_until_complete(_atimed(lambda c=acall, q=q: c(q), cpu[name]))
-                )
-            graph_ids = [d.id for d in fused.invoke(q)]
-            hand_ids = [d.id for d in loop.run_until_complete(gather_rrf(q))]
-            agree += graph_ids == hand_ids
-    finally:
-        loop.close()
-    stats = {name: summary_ms(v) for name, v in times.items()}
-    base = stats["asyncio.gather + RRF (hand-written)"]
-    base_cpu = pct(cpu["asyncio.gather + RRF (hand-written)"], 50)
-    for name, s in stats.items():
-        s["ratio_p50"] = s["p50"] / base["p50"]
-        s["ratio_p95"] = s["p95"] / base["p95"]
-        s["cpu_p50"] = pct(cpu[name], 50)
-        s["cpu_ratio_p50"] = s["cpu_p50"] / base_cpu if base_cpu else float("nan")
+def overhead(retrievers: dict[str, BaseRetriever], queries: list[str], log=print) -> dict[str, Any]:
+    """Per request, over the same retriever objects and round robin (one request in flight):
+    every method of ``bench.orchestration`` (the product's ``ParallelFusionRetriever`` invoke and
+    ainvoke, the hand-written thread pool and ``asyncio.gather`` + RRF, LangGraph's floor graph,
+    ``EnsembleRetriever`` invoke and ainvoke) and each branch alone, each call a query text no
+    method has asked before (the dense branch's query encode is real every time). Wall p50/p95
+    and process CPU per request, and each as a multiple of the hand-written pool's."""
+    from bench import orchestration  # it imports this module: a function-level import
+
+    results = orchestration.measure(orchestration.scifact_calls(retrievers), queries, unique=True)
+    base = results.get(HAND_WRITTEN) or next(iter(results.values()))
+    stats = {}
+    for name, r in results.items():
+        stats[name] = {
+            **r,
+            "ratio_p50": r["p50"] / base["p50"],
+            "ratio_p95": r["p95"] / base["p95"],
+            "cpu_ratio_p50": r["cpu"] / base["cpu"] if base["cpu"] else float("nan"),
+        }
         log(
-            f"[overhead] {name}: p50 {s['p50']:.2f} ms p95 {s['p95']:.2f} ms "
-            f"(x{s['ratio_p50']:.2f} of gather p50)"
+            f"[overhead] {name}: p50 {r['p50']:.2f} ms p95 {r['p95']:.2f} ms CPU {r['cpu']:.2f} ms"
+            f" (x{stats[name]['ratio_p50']:.2f} of the hand-written p50)"
         )
     return {
         "queries": len(queries),
-        "top_k": top_k,
-        "depth": depth,
+        "top_k": orchestration.TOP_K,
+        "depth": orchestration.DEPTH,
+        "fusion_k": orchestration.FUSION_K,
+        "baseline": HAND_WRITTEN if HAND_WRITTEN in results else next(iter(results)),
         "stats": stats,
-        "same_top_k": agree / max(len(queries), 1),
     }
 
 

@@ -1,12 +1,15 @@
 """Retrieval quality: SciFact test (nDCG@10, R@100) and HotpotQA dev500 (R@10, AllSupport@10/@20,
-answer-in-top-10) for each single retriever, the fused graph (default and tuned settings), the
-fused graph with the embedding reranker, and LangChain's ``EnsembleRetriever`` over the same two
-retriever objects.
+answer-in-top-10) for each single retriever, the fused graph at the shipped defaults (what a
+configuration with no settings gets: BM25 + Qdrant Edge over passages, the default ``fusion``),
+the previous default (RRF k=60, equal weights, one vector per document) as a baseline, LangChain's
+``EnsembleRetriever`` over the same two retriever objects, the fused graph with RRF tuned on
+training data, and with the embedding reranker.
 
 Tuning happens on SciFact ``train`` and HotpotQA's first 100 questions only: BM25 ``k1``/``b``
-and the fusion constant ``k`` and dense weight. Fusion is tuned offline on the single
-retrievers' runs (same RRF formula as ``nodes/fuse.py``); every reported figure comes from the
-real graph or retriever on the held-out queries.
+and the RRF constant ``k`` and dense weight. It runs offline on the single retrievers' runs
+(same RRF formula as ``nodes/fuse.py``); every reported figure comes from the real graph or
+retriever on the held-out queries. The shipped fusion itself was chosen by
+``bench/fusion_methods.py`` on the same training data.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import (
     DOC_ID_KEY,
     corpus_chunks,
-    index_corpus,
     ranked_doc_ids,
     run_graph,
     run_retriever,
@@ -34,6 +36,7 @@ from parallel_rag.studio.evaluation import (
 
 from bench.data import HotpotQA, doc_text
 from bench.embedding_cache import EmbeddingCache
+from bench.fusion_methods import VARIANTS, build_edge_indexes, edge_entry, passages_by_default
 
 LEX, DENSE = "lexical", "dense"
 SCIFACT_MEASURES = ("nDCG@10", "R@100")
@@ -75,68 +78,83 @@ class Tuned:
         }
 
 
+PREVIOUS_FUSION = {"method": "rrf", "k": 60, "weights": {}, "dense_weight": 1.0}
+"""The fusion shipped before the current defaults: RRF k=60, every retriever weight 1."""
+ONE_VECTOR = None  # ``passages`` of the dense entry: one vector per document (the previous default)
+
+
 def pipeline(
     work: Path,
     collection: str,
     *,
     depth: int,
-    k1: float = 1.5,
-    b: float = 0.75,
-    fusion_k: int = 60,
-    weights: dict[str, float] | None = None,
+    k1: float | None = None,
+    b: float | None = None,
+    fusion: dict[str, Any] | None = None,
+    passages: Any = "default",
     reranker: dict | None = None,
     bm25_dir: str = "bm25",
-    shipped_fusion: bool = False,
 ) -> dict[str, Any]:
-    """A BM25 + Qdrant pipeline over the bench's indexes; generation is the cheap lexical
-    extractive one (quality figures are about the fused documents, not the answer). Fusion is
-    RRF with ``fusion_k`` and ``weights`` (unnamed: 1), or with ``shipped_fusion`` no
-    ``fusion:`` block at all (the shipped defaults)."""
+    """A BM25 + Qdrant Edge pipeline over the bench's indexes: with no arguments, what a
+    configuration with no settings gets (the embedded defaults' backends at their default
+    settings and an empty ``fusion:`` block), pointed at the bench's index paths. ``k1``/``b``
+    set BM25's, ``fusion`` the ``fusion:`` block, ``passages`` the dense entry's (``"default"``:
+    unset; ``None``: one vector per document; a mapping: passages). Generation is the cheap
+    lexical extractive one (quality figures are about the fused documents, not the answer)."""
+    lexical: dict[str, Any] = {"index_path": str(work / bm25_dir)}
+    lexical.update({name: v for name, v in (("k1", k1), ("b", b)) if v is not None})
     config: dict[str, Any] = {
         "retrievers": [
-            {
-                "name": LEX,
-                "backend": "bm25",
-                "top_k": depth,
-                "backend_config": {"index_path": str(work / bm25_dir), "k1": k1, "b": b},
-            },
-            {
-                "name": DENSE,
-                "backend": "qdrant",
-                "top_k": depth,
-                "backend_config": {"collection": collection, "path": str(work / "qdrant")},
-            },
+            {"name": LEX, "backend": "bm25", "top_k": depth, "backend_config": lexical},
+            edge_entry(work, collection, depth, passages),
         ],
-        "fusion": {
-            "method": "rrf",
-            "k": fusion_k,
-            "weights": dict(weights or {}),
-            "dense_weight": 1.0,
-        },
+        "fusion": dict(fusion or {}),
         "generator": {"kind": "extractive", "min_similarity": None},
     }
-    if shipped_fusion:
-        del config["fusion"]
     if reranker:
         config["reranker"] = reranker
     return config
 
 
+def dense_label(passages: Any = "default") -> str:
+    on = passages_by_default() if passages == "default" else passages is not None
+    return f"dense (Qdrant Edge, MiniLM, {VARIANTS[on]})"
+
+
 def shipped_label() -> str:
-    """The row label of the graph at the shipped fusion defaults (no ``fusion:`` block)."""
+    """The row label of the graph at the shipped defaults (no settings at all)."""
     from parallel_rag.graph.configuration import FusionConfig
 
     fusion = FusionConfig()
-    return f"fused graph (defaults: {fusion.method}, dense weight {fusion.dense_weight:g})"
+    return (
+        f"fused graph, shipped defaults ({fusion.method}, dense weight {fusion.dense_weight:g}, "
+        f"dense {VARIANTS[passages_by_default()]})"
+    )
+
+
+PREVIOUS_LABEL = "fused graph, previous default (RRF k=60, equal weights, one vector per document)"
+ENSEMBLE_LABEL = "EnsembleRetriever (the shipped retriever objects, c=60, equal weights)"
+
+
+def tuned_label(tuned: Tuned) -> str:
+    return (
+        f"fused graph, RRF tuned on train (k1={tuned.k1}, b={tuned.b}, RRF k={tuned.fusion_k}, "
+        f"w_dense={tuned.dense_weight})"
+    )
+
+
+def tuned_fusion(tuned: Tuned) -> dict[str, Any]:
+    return {"method": "rrf", "k": tuned.fusion_k, "weights": tuned.weights, "dense_weight": 1.0}
 
 
 def build_indexes(corpus: dict[str, dict[str, str]], work: Path, collection: str, depth: int):
-    """BM25 + Qdrant indexes of the corpus (vectors from the cache); returns the parsed config."""
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    config = parse_config(pipeline(work, collection, depth=depth))
-    index_corpus(corpus, config, work)
-    return config
+    """Fresh BM25 and Qdrant Edge indexes of the corpus (one vector per document, and passages)
+    with ``bench.fusion_methods.build_edge_indexes``; vectors come from the embedding cache, so
+    call it with ``embedding_cache.installed`` and ``fusion_methods.edge_reads_the_cache``
+    active. Returns the parsed shipped-defaults config."""
+    shutil.rmtree(work, ignore_errors=True)  # built fresh: the product's code of today
+    build_edge_indexes(corpus, work, collection, depth, passages=True)
+    return parse_config(pipeline(work, collection, depth=depth))
 
 
 # -- offline tuning helpers -----------------------------------------------------------------
@@ -238,6 +256,44 @@ def alias_truncations(cache: EmbeddingCache, scorer, texts: list[str]) -> int:
     return aliased
 
 
+def compared_rows(config, work: Path, collection: str, queries: dict[str, str], depth: int, add):
+    """The side-by-side rows on held-out ``queries``: each single retriever of the shipped
+    defaults, dense with one vector per document, the fused graph at the shipped defaults, the
+    previous default, and ``EnsembleRetriever`` over the shipped retriever objects. ``add(label,
+    runs, kind)`` scores and records a row. Returns the shipped single retrievers."""
+    singles = single_retrievers(config, work)
+    add("BM25 (bm25s, english analyzer)", run_retriever(singles[LEX], queries, depth), "single")
+    add(dense_label(), run_retriever(singles[DENSE], queries, depth), "single")
+    previous = parse_config(
+        pipeline(work, collection, depth=depth, fusion=PREVIOUS_FUSION, passages=ONE_VECTOR)
+    )
+    if passages_by_default():
+        dense = single_retrievers(previous, work)[DENSE]
+        add(dense_label(ONE_VECTOR), run_retriever(dense, queries, depth), "single")
+    add(shipped_label(), run_graph(build_graph(config, base_dir=work), queries, depth), "fused")
+    graph = build_graph(previous, base_dir=work)
+    add(PREVIOUS_LABEL, run_graph(graph, queries, depth), "fused-previous")
+    add(ENSEMBLE_LABEL, run_plain(ensemble_of(singles), queries, depth), "ensemble")
+    return singles
+
+
+def tuned_rows(work: Path, collection: str, tuned: Tuned, queries, depth: int, add) -> None:
+    """BM25 at the tuned ``k1``/``b`` and the fused graph at the tuned RRF (shipped dense)."""
+    config = parse_config(
+        pipeline(work, collection, depth=depth, k1=tuned.k1, b=tuned.b, fusion=tuned_fusion(tuned))
+    )
+    add(
+        f"BM25 tuned (k1={tuned.k1}, b={tuned.b})",
+        run_retriever(single_retrievers(config, work)[LEX], queries, depth),
+        "single-tuned",
+    )
+    add(
+        tuned_label(tuned),
+        run_graph(build_graph(config, base_dir=work), queries, depth),
+        "fused-tuned",
+    )
+
+
 # -- SciFact -------------------------------------------------------------------------------------
 
 
@@ -255,7 +311,6 @@ def scifact(
     """Quality on SciFact test; settings tuned on train. ``test``/``train`` are BeirCollections
     (same corpus); ``config`` is what ``build_indexes`` returned for ``work``."""
     started = time.perf_counter()
-    singles = single_retrievers(config, work)
     rows: list[dict[str, Any]] = []
 
     def add(name: str, runs: dict[str, list[str]], kind: str) -> None:
@@ -263,23 +318,7 @@ def scifact(
         rows.append({"config": name, "kind": kind, **scores})
         log(f"[scifact] {name}: " + " ".join(f"{m}={v:.4f}" for m, v in scores.items()))
 
-    single_runs = {}
-    for name, retriever in singles.items():
-        single_runs[name] = run_retriever(retriever, test.queries, depth)
-        label = "BM25 (bm25s, english analyzer)" if name == LEX else "dense (Qdrant, MiniLM)"
-        add(label, single_runs[name], "single")
-
-    shipped = parse_config(pipeline(work, "scifact", depth=depth, shipped_fusion=True))
-    shipped_graph = build_graph(shipped, base_dir=work)
-    add(shipped_label(), run_graph(shipped_graph, test.queries, depth), "fused")
-    graph = build_graph(config, base_dir=work)
-    add("fused graph (RRF k=60, equal weights)", run_graph(graph, test.queries, depth), "fused-rrf")
-
-    add(
-        "EnsembleRetriever (same 2 retrievers, c=60)",
-        run_plain(ensemble_of(singles), test.queries, depth),
-        "ensemble",
-    )
+    singles = compared_rows(config, work, "scifact", test.queries, depth, add)
 
     # tuning on train (never on test)
     train_dense = run_retriever(singles[DENSE], train.queries, depth)
@@ -290,30 +329,7 @@ def scifact(
     tuned = tune(
         train.corpus, train.queries, train_dense, train_ndcg, "SciFact train nDCG@10", depth, log
     )
-    tuned_config = parse_config(
-        pipeline(
-            work,
-            "scifact",
-            depth=depth,
-            k1=tuned.k1,
-            b=tuned.b,
-            fusion_k=tuned.fusion_k,
-            weights=tuned.weights,
-        )
-    )
-    tuned_singles = single_retrievers(tuned_config, work)
-    add(
-        f"BM25 tuned (k1={tuned.k1}, b={tuned.b})",
-        run_retriever(tuned_singles[LEX], test.queries, depth),
-        "single-tuned",
-    )
-    tuned_graph = build_graph(tuned_config, base_dir=work)
-    add(
-        f"fused graph tuned (k1={tuned.k1}, b={tuned.b}, RRF k={tuned.fusion_k}, "
-        f"w_dense={tuned.dense_weight})",
-        run_graph(tuned_graph, test.queries, depth),
-        "fused-tuned",
-    )
+    tuned_rows(work, "scifact", tuned, test.queries, depth, add)
 
     rerank_note = None
     if rerank:
@@ -339,7 +355,7 @@ def _with_rerank(test, cache, work, depth, add, log) -> str:
     config = parse_config(pipeline(work, "scifact", depth=depth, reranker=reranker))
     graph = build_graph(config, base_dir=work)
     add(
-        "fused graph + embedding rerank (MiniLM cosine, first 50 per branch)",
+        "fused graph, shipped defaults + embedding rerank (MiniLM cosine, first 50 per branch)",
         run_graph(graph, test.queries, depth),
         "fused-rerank",
     )
@@ -425,7 +441,6 @@ def hotpotqa(
     tune_set, report_set = data.split(tune_questions)
     if limit is not None:
         report_set = report_set[:limit]
-    singles = single_retrievers(config, work)
     queries = {q["_id"]: q["question"] for q in report_set}
     rows: list[dict[str, Any]] = []
 
@@ -437,21 +452,7 @@ def hotpotqa(
             + " ".join(f"{m}={v:.4f}" for m, v in metrics.items() if m != "answerable")
         )
 
-    for name, retriever in singles.items():
-        label = "BM25 (bm25s, english analyzer)" if name == LEX else "dense (Qdrant, MiniLM)"
-        add(label, run_retriever(retriever, queries, depth), "single")
-    shipped = parse_config(pipeline(work, "hotpotqa", depth=depth, shipped_fusion=True))
-    add(shipped_label(), run_graph(build_graph(shipped, base_dir=work), queries, depth), "fused")
-    add(
-        "fused graph (RRF k=60, equal weights)",
-        run_graph(build_graph(config, base_dir=work), queries, depth),
-        "fused-rrf",
-    )
-    add(
-        "EnsembleRetriever (same 2 retrievers, c=60)",
-        run_plain(ensemble_of(singles), queries, depth),
-        "ensemble",
-    )
+    singles = compared_rows(config, work, "hotpotqa", queries, depth, add)
 
     tune_queries = {q["_id"]: q["question"] for q in tune_set}
     tune_dense = run_retriever(singles[DENSE], tune_queries, depth)
@@ -468,28 +469,7 @@ def hotpotqa(
         depth,
         log,
     )
-    tuned_config = parse_config(
-        pipeline(
-            work,
-            "hotpotqa",
-            depth=depth,
-            k1=tuned.k1,
-            b=tuned.b,
-            fusion_k=tuned.fusion_k,
-            weights=tuned.weights,
-        )
-    )
-    add(
-        f"BM25 tuned (k1={tuned.k1}, b={tuned.b})",
-        run_retriever(single_retrievers(tuned_config, work)[LEX], queries, depth),
-        "single-tuned",
-    )
-    add(
-        f"fused graph tuned (k1={tuned.k1}, b={tuned.b}, RRF k={tuned.fusion_k}, "
-        f"w_dense={tuned.dense_weight})",
-        run_graph(build_graph(tuned_config, base_dir=work), queries, depth),
-        "fused-tuned",
-    )
+    tuned_rows(work, "hotpotqa", tuned, queries, depth, add)
 
     rewriter_rows: list[dict[str, Any]] = []
     if rewriters is not None:

@@ -1,13 +1,23 @@
-"""Scale: BM25 (both engines) on a synthetic corpus, the embedded vector stores on random unit
-vectors, and ingestion against the embedding model's raw encode rate. Each measurement runs
-in its own process (``bench/worker.py``) so its peak memory is its own."""
+"""Scale: BM25 (both engines) on a synthetic corpus, the embedded dense stores on clustered
+vectors (``bench/ann_stores.py``: the shipped Qdrant Edge beside Qdrant local mode and Milvus
+Lite, recall@10 against exact search), and ingestion against the embedding model's raw encode
+rate. Each measurement runs in its own process (``bench/worker.py``, ``bench/ann_stores.py
+--worker``) so its peak memory is its own."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from bench.measure import run_worker
+from bench.measure import INLINE_ENV, REPO_ROOT, RESULT_PREFIX, run_worker
+
+STORES = ("edge", "qdrant_local", "milvus_lite")
+"""The shipped embedded store first, then the two it replaced as the default."""
 
 SLOW_ENGINE_QUERIES = 20  # rank-bm25 scores every document in Python: ~1 s a query at 100k
 
@@ -36,32 +46,74 @@ def bm25_scale(sizes, engines=("bm25s", "rank_bm25"), queries=100, timeout=1200,
     return rows
 
 
-def store_scale(
-    sizes, work: Path, stores=("qdrant", "milvus"), queries=100, timeout=1800, log=print
-):
+def edge_defaults() -> dict[str, int]:
+    """The shipped Qdrant Edge HNSW settings (``backends/qdrant_edge.py``)."""
+    from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings
+
+    settings = QdrantEdgeSettings()
+    return {"hnsw_ef": settings.hnsw_ef, "m": settings.m, "ef_construct": settings.ef_construct}
+
+
+def _ann_rows(store: str, size: int, queries: int, work: Path, timeout: float) -> list[dict]:
+    """One (store, size) of ``bench.ann_stores``: its ``run_one`` in this process when workers
+    run inline (the smoke run), else its own worker process (``--worker STORE N``)."""
+    edge = edge_defaults()
+    if os.environ.get(INLINE_ENV):
+        import torch
+
+        from bench.ann_stores import run_one
+
+        threads = torch.get_num_threads()
+        try:  # run_one pins torch to one thread: give the harness its threads back
+            return run_one(
+                store, size, queries, work, [edge["hnsw_ef"]], edge["m"], edge["ef_construct"]
+            )
+        finally:
+            torch.set_num_threads(threads)
+    command = [sys.executable, "-m", "bench.ann_stores", "--worker", store, str(size)]
+    command += ["--queries", str(queries), "--work", str(work.parent)]
+    command += ["--hnsw-ef", str(edge["hnsw_ef"]), "--m", str(edge["m"])]
+    command += ["--ef-construct", str(edge["ef_construct"])]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    except subprocess.TimeoutExpired:
+        return [{"error": f"timed out after {timeout:.0f}s"}]
+    for line in done.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX) :])["rows"]
+    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    return [{"error": f"exit {done.returncode}: {' | '.join(tail)[-400:]}"}]
+
+
+def store_scale(sizes, work: Path, stores=STORES, queries=100, timeout=1800, log=print):
+    """Each store at each size on the same clustered 384-d vectors (``bench.ann_stores``): the
+    bundled MiniLM encoding a question plus the store's top-10 search, recall@10 against exact
+    numpy search, upsert rate and index build. Qdrant Edge runs at its shipped HNSW settings."""
     rows: list[dict[str, Any]] = []
     for size in sizes:
         for store in stores:
-            log(f"[scale] {store} at {size:,} random unit vectors ...")
-            result = run_worker(
-                "store",
-                {
-                    "store": store,
-                    "docs": size,
-                    "queries": queries,
-                    "work": str(work / f"{store}-{size}"),
-                },
-                timeout=timeout,
-                log=log,
-            )
-            result.setdefault("docs", size)
-            result.setdefault("store", store)
-            rows.append(result)
-            if "error" not in result:
+            log(f"[scale] {store} at {size:,} clustered vectors ...")
+            found = _ann_rows(store, size, queries, work / f"{store}-{size}", timeout)
+            shutil.rmtree(work / f"{store}-{size}", ignore_errors=True)
+            for result in found:
+                result.setdefault("n", size)
+                result.setdefault("store", store)
+                rows.append(result)
+                if "error" in result:
+                    log(f"[scale] {store} {size:,}: {result['error']}")
+                    continue
                 log(
-                    f"[scale] {store} {size:,}: upsert {result['upsert_s']:.1f}s "
-                    f"({result['docs_per_s']:.0f}/s), p50 {result['query_ms']['p50']:.2f} ms "
-                    f"p95 {result['query_ms']['p95']:.2f} ms"
+                    f"[scale] {store} {size:,}: query p50 {result['query_ms']['p50']:.1f} ms "
+                    f"(CPU {result['query_cpu_ms']['p50']:.1f}), recall@10 "
+                    f"{result['recall_at_10']:.3f}, upsert {result['upsert_per_s']:,.0f}/s, "
+                    f"build {result['build_s']:.1f} s"
                 )
     return rows
 
