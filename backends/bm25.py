@@ -45,6 +45,18 @@ from the stored term ids when ``k1``/``b`` differ from the stored ones), engine 
 rebuilds rank-bm25's statistics from the stored term ids. Saving goes through
 ``atomic_files.write_directory`` (a staging sibling renamed into place), so an interrupted save
 never leaves a half-written index.
+
+Picking up a new save
+    A long-running reader (a server, a notebook) sees what another process ingests without a
+    restart: before each query, :class:`BM25Retriever` compares the stamp of the manifest on
+    disk (``index_stamp``: one ``stat``, device, inode, size, mtime and ctime) with the one it
+    loaded. Every save writes its manifest last, in a fresh directory renamed into place, so a
+    new save always brings a new stamp, and a stamp that has not changed means the loaded
+    index is still the saved one. A changed stamp makes the query that noticed it load the new
+    save; queries arriving meanwhile answer from the index already loaded. A load is kept only
+    if the stamp was the same before and after reading the files, so a save swapped in halfway
+    through never yields a mix of two saves. A save that cannot be loaded (corrupt, missing)
+    leaves the loaded index serving, with one warning for that save.
 """
 
 from __future__ import annotations
@@ -67,7 +79,11 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
-from parallel_rag.backends.atomic_files import restore_moved_aside, write_directory
+from parallel_rag.backends.atomic_files import (
+    ASIDE_MARK,
+    restore_moved_aside,
+    write_directory,
+)
 from parallel_rag.backends.base import (
     BackendSpec,
     BuildRequest,
@@ -131,6 +147,11 @@ class BM25Settings(BaseModel):
     engine: Engine = Field(default="bm25s", description="Scoring engine (same BM25 variant).")
     k1: float = Field(default=1.5, gt=0, description="BM25 term-frequency saturation.")
     b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation.")
+    auto_reload: bool = Field(
+        default=True,
+        description="Before each query, load a newer save of the index (one stat of its "
+        "manifest); false keeps the index loaded first until reload().",
+    )
 
     @field_validator("index_path", mode="before")
     @classmethod
@@ -769,16 +790,66 @@ def recover_interrupted_save(path: str | os.PathLike[str]) -> bool:
     return restore_moved_aside(path, is_index_directory)
 
 
+IndexStamp = tuple[int, int, int, int, int]
+"""What identifies one save of an index: its manifest's device, inode, size, mtime and ctime."""
+
+
+def index_stamp(path: str | os.PathLike[str]) -> IndexStamp | None:
+    """The stamp of the index saved at ``path`` (one ``stat`` of its manifest), or None when
+    there is none. Each save writes a new manifest, last, in a new directory renamed into
+    place, so every save has a stamp of its own."""
+    try:
+        stat = os.stat(Path(path) / MANIFEST_FILE)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def _save_in_progress(path: Path) -> bool:
+    """A save is between its two renames: the old index moved aside, the new one not in yet."""
+    return any(path.parent.glob(f".{path.name}{ASIDE_MARK}*"))
+
+
 # --------------------------------------------------------------------------------------
 # Retriever
 # --------------------------------------------------------------------------------------
 
 
+class _LoadedIndex(NamedTuple):
+    """An index and the stamp of the save it was read from."""
+
+    index: BM25Index
+    stamp: IndexStamp
+
+
+_NO_STAMP: Any = object()
+"""No save is being skipped (a stamp is a tuple or None, never this)."""
+_LOAD_ATTEMPTS = 3
+"""Loads tried when saves keep landing while the files are read."""
+
+
 class BM25Retriever(SearchKwargsRetriever):
     """LangChain retriever over a saved :class:`BM25Index` (lexical branch).
 
-    The index is loaded lazily on first use (once, thread-safe) and cached; call
-    :meth:`reload` after re-ingesting. Per-call ``k`` and ``filters`` are accepted::
+    The index is loaded lazily on first use (once, thread-safe) and cached. With
+    ``auto_reload`` (the default) every query first compares the saved index's stamp
+    (:func:`index_stamp`, one ``stat``) with the loaded one's, so an ingest by this or any
+    other process is answered from by the next query, without a restart or :meth:`reload`:
+
+    * the query that notices a new save loads it and answers from it; queries arriving while
+      it loads answer from the index already loaded (they never wait, never fail);
+    * a load is kept only if the stamp did not change while the files were read, so a save
+      swapped in halfway never gives a mix of two saves;
+    * a save that cannot be loaded (corrupt, unreadable, the index deleted) leaves the loaded
+      index serving, with one warning for that save; the next save, or :meth:`reload`, tries
+      again. Only the first load raises (no index yet: the error says to run ingest).
+
+    Context cached above the retriever must be dropped when the index changes, or a question
+    asked again after an ingest would get the old chunks: the router's context cache keys its
+    entries on a fingerprint of the index files, so an ingest empties it, and the query that
+    refills it is answered from the new save.
+
+    Per-call ``k`` and ``filters`` are accepted::
 
         retriever.invoke("query", k=5, filters={"source": "a.md"})
     """
@@ -788,11 +859,16 @@ class BM25Retriever(SearchKwargsRetriever):
     k: int = Field(default=10, ge=1)
     k1: float = Field(default=1.5, gt=0)
     b: float = Field(default=0.75, ge=0, le=1)
+    auto_reload: bool = Field(
+        default=True, description="Check for a newer save before each query and load it."
+    )
 
     retrieval_kind: ClassVar[RetrievalKind] = "lexical"
 
-    _index: BM25Index | None = PrivateAttr(default=None)
+    _loaded: _LoadedIndex | None = PrivateAttr(default=None)
     _load_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _skipped: Any = PrivateAttr(default=_NO_STAMP)  # a save that could not be loaded
+    _attempted: Any = PrivateAttr(default=None)  # the stamp of the last load attempt
 
     @field_validator("index_path", mode="before")
     @classmethod
@@ -809,23 +885,94 @@ class BM25Retriever(SearchKwargsRetriever):
             k=k,
             k1=settings.k1,
             b=settings.b,
+            auto_reload=settings.auto_reload,
         )
 
     def get_index(self) -> BM25Index:
-        """The loaded index (loads it on first call)."""
-        index = self._index
-        if index is None:
+        """The loaded index: loads it on the first call and, with ``auto_reload``, loads a
+        newer save when there is one (see the class docstring)."""
+        loaded = self._loaded
+        if loaded is None:
             with self._load_lock:
-                index = self._index
-                if index is None:
-                    index = BM25Index.load(self.index_path, self.engine, k1=self.k1, b=self.b)
-                    self._index = index
-        return index
+                loaded = self._loaded
+                if loaded is None:
+                    loaded = self._loaded = self._load()
+        elif self.auto_reload:
+            stamp = index_stamp(self.index_path)
+            if stamp != loaded.stamp and stamp != self._skipped:
+                loaded = self._refresh(loaded)
+        return loaded.index
 
     def reload(self) -> None:
         """Forget the cached index; the next query loads it again from disk."""
         with self._load_lock:
-            self._index = None
+            self._loaded = None
+            self._skipped = _NO_STAMP
+
+    def _load(self) -> _LoadedIndex:
+        """Read the saved index with its stamp, again if a save landed while the files were
+        read (the stamp differs after the read). Called with ``_load_lock`` held."""
+        stamp = index_stamp(self.index_path)
+        for attempt in range(_LOAD_ATTEMPTS):
+            self._attempted = stamp
+            last = attempt == _LOAD_ATTEMPTS - 1
+            try:
+                index = BM25Index.load(self.index_path, self.engine, k1=self.k1, b=self.b)
+            except Exception:
+                after = index_stamp(self.index_path)
+                if after == stamp or last:
+                    raise
+                stamp = after  # a save landed mid-read: read that one
+                continue
+            after = index_stamp(self.index_path)
+            if stamp is not None and after == stamp:
+                return _LoadedIndex(index, stamp)
+            stamp = after
+        raise RuntimeError(
+            f"{self.index_path}: the BM25 index was replaced {_LOAD_ATTEMPTS} times while "
+            "being read; try again once the ingest has finished"
+        )
+
+    def _refresh(self, loaded: _LoadedIndex) -> _LoadedIndex:
+        """Load the newer save ``get_index`` saw, unless another query is already loading it
+        (then answer from ``loaded``). Never raises: a failed load keeps ``loaded``."""
+        if not self._load_lock.acquire(blocking=False):
+            return loaded
+        try:
+            current = self._loaded
+            if current is None:  # reload() ran meanwhile: load as on first use
+                current = self._loaded = self._load()
+                return current
+            stamp = index_stamp(self.index_path)
+            if stamp == current.stamp or stamp == self._skipped:
+                return current
+            if stamp is None:
+                self._skipped = None
+                if not _save_in_progress(Path(self.index_path)):
+                    logger.warning(
+                        "%s: the BM25 index is gone; still answering from the one loaded before",
+                        self.index_path,
+                    )
+                return current
+            try:
+                fresh = self._load()
+            except Exception as error:
+                self._skipped = self._attempted
+                logger.warning(
+                    "%s: could not load the new BM25 index (%s: %s); still answering from the "
+                    "one loaded before",
+                    self.index_path,
+                    type(error).__name__,
+                    error,
+                )
+                return current
+            self._loaded, self._skipped = fresh, _NO_STAMP
+            logger.info(
+                "%s: loaded the new BM25 index (%d chunks)", self.index_path, len(fresh.index)
+            )
+            return fresh
+        finally:
+            self._load_lock.release()
 
     def _get_relevant_documents(
         self,
