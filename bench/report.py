@@ -545,7 +545,9 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "Bars: dense branch p50 ≤ 25 ms at 100k on the embedded default, recall@10 ≥ 0.95, "
             "upsert ≥ 2,000 vectors/s."
         )
-        parts.append("\n".join([HEADER, *(fmt_row(r, "this") for r in scale["stores"])]))
+        # rows of the earlier random-vector format (carried over from an old run) have no "n"
+        rows = [r for r in scale["stores"] if "n" in r]
+        parts.append("\n".join([HEADER, *(fmt_row(r, "this") for r in rows)]))
     ing = results.get("ingest")
     if ing:
         parts.append("## Ingestion")
