@@ -25,8 +25,12 @@ The result becomes documents two ways. Structured output (``structuredContent``)
 block is one document, its id derived from its text and its score from its rank (1/rank).
 ``isError`` results, protocol errors, a closed connection and timeouts raise, so the branch's
 ``on_failure`` applies; an answer larger than ``max_response_bytes`` (omitted or 0 = 4 MiB) is
-refused (over streamable HTTP, reading stops at the cap; over stdio the SDK reads each message
-whole, and the size is checked after).
+refused. Reading stops at the cap plus 64 KiB for the JSON-RPC envelope, whatever the server
+sends: over streamable HTTP the body of each exchange is cut there; over stdio each message is
+one line of the server's stdout, read here (not by the SDK, which holds a whole line) into at
+most that many bytes, and a longer line fails the calls in flight, drops the session and
+terminates the server (the next call starts a new one). Below that bound the result's size is
+checked once parsed.
 
 Every server has one long-lived session per process, opened on first use on a private event-loop
 thread that owns all sessions; concurrent branches submit their calls to it and share the
@@ -46,7 +50,8 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -81,7 +86,7 @@ from pydantic import (
 
 PLACEHOLDER = re.compile(r"\$\{\s*([A-Za-z_]+)\s*\}")
 PLACEHOLDERS = ("user_content", "top_k", "filters", "decision_name")
-SSE_OVERHEAD_BYTES = 64 * 1024  # JSON-RPC envelope around a capped tool result
+ENVELOPE_BYTES = 64 * 1024  # JSON-RPC envelope around a capped tool result (SSE event, stdio line)
 CLOSE_TIMEOUT_SECONDS = 5.0
 logger = logging.getLogger(__name__)
 
@@ -278,7 +283,8 @@ def _is_connection_lost(error: BaseException) -> bool:
 
 
 class ResponseTooLargeError(BackendResponseError):
-    """An HTTP answer to a tool call ran past the cap; nothing beyond it was read."""
+    """A tool's answer is larger than ``max_response_bytes``; read from the transport, nothing
+    beyond the cap (plus the envelope allowance) was read."""
 
 
 def capped_transport(cap: int, on_overflow: Any) -> Any:
@@ -319,6 +325,142 @@ def capped_transport(cap: int, on_overflow: Any) -> Any:
     return CappedTransport()
 
 
+class BoundedLines:
+    """Splits a byte stream into newline-terminated lines while holding at most ``limit()``
+    bytes of one line: a longer line raises ``ResponseTooLargeError`` as soon as it is seen.
+    ``limit`` is read at every chunk, so a cap raised later applies to the lines after it."""
+
+    def __init__(self, limit: Callable[[], int]):
+        self.limit = limit
+        self.pending = bytearray()  # the unfinished line
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes, without their newlines."""
+        *complete, rest = chunk.split(b"\n")
+        if complete:
+            complete[0] = bytes(self.pending) + complete[0]
+            self.pending = bytearray()
+        self.pending += rest
+        longest = max([len(self.pending), *(len(line) for line in complete)])
+        if longest > self.limit():
+            self.pending = bytearray()
+            raise ResponseTooLargeError(f"a message longer than {self.limit()} bytes: not read")
+        return complete
+
+
+@asynccontextmanager
+async def capped_stdio_client(
+    parameters: Any,
+    limit: Callable[[], int],
+    on_overflow: Callable[[], None],
+    on_read: Callable[[int], None] = lambda size: None,
+) -> AsyncIterator[Any]:
+    """The SDK's ``stdio_client`` transport with a bounded reader. The server is started,
+    written to and stopped by the SDK's own helpers, as ``stdio_client`` does (command lookup,
+    default environment merged under ``parameters.env``, ``cwd``, stderr inherited, its own
+    process group; on exit stdin is closed, a grace period passes, then the process tree is
+    killed and reaped). Its stdout is split here with ``BoundedLines``: a message (one line)
+    longer than ``limit()`` stops the reading; ``on_overflow`` runs, the session sees its
+    connection closed (the calls in flight fail) and the server's process tree is terminated
+    at once, its remaining output left unread. ``on_read`` is told every chunk's size.
+
+    The SDK has no hook for its reader (it buffers each line whole before parsing it), so its
+    spawn and stop helpers are called by their module-private names; ``mcp`` is pinned to an
+    exact version and the stdio integration tests run every one of them."""
+    import anyio
+    import anyio.lowlevel
+    from mcp.client import stdio as sdk
+    from mcp.shared.message import SessionMessage
+
+    command = await sdk._get_executable_command(parameters.command)
+    process = await sdk._create_platform_compatible_process(
+        command=command,
+        args=parameters.args,
+        env=sdk.get_default_environment() | (parameters.env or {}),
+        cwd=parameters.cwd,
+    )
+    # The process runs: no awaits until the task group is entered, or a cancellation in the
+    # gap would leak it.
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    shutting_down = overflowed = False
+    writer_done = anyio.Event()
+
+    def parsed(line: bytes) -> SessionMessage | Exception:
+        try:
+            text = line.decode(parameters.encoding, parameters.encoding_error_handler)
+        except UnicodeDecodeError as error:  # reported to the session like a parse error
+            return error
+        return sdk._parse_line(text)
+
+    async def stdout_reader() -> None:
+        nonlocal overflowed
+        assert process.stdout, "the server is spawned with pipes"
+        lines = BoundedLines(limit)
+        try:
+            async with read_writer:
+                try:
+                    async for chunk in process.stdout:
+                        on_read(len(chunk))
+                        for line in lines.feed(chunk):
+                            try:
+                                await read_writer.send(parsed(line))
+                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                return  # the session is gone; only the drain below remains
+                except ResponseTooLargeError:
+                    overflowed = True
+                    on_overflow()
+                finally:
+                    if not overflowed:  # lets a server blocked on a full pipe see stdin close
+                        await sdk._drain_stdout(process)
+            if overflowed:  # the session saw the read stream close; stop the flood now
+                with anyio.CancelScope(shield=True):
+                    await sdk._terminate_process_tree(process)
+        except anyio.ClosedResourceError:
+            pass  # our own shutdown closed stdout under the read
+        except (anyio.BrokenResourceError, ConnectionError):
+            if not shutting_down:
+                logger.exception("reading the MCP server's stdout failed mid-session")
+
+    async def stdin_writer() -> None:
+        assert process.stdin, "the server is spawned with pipes"
+        try:
+            async with write_reader:
+                async for session_message in write_reader:
+                    json_text = session_message.message.model_dump_json(
+                        by_alias=True, exclude_unset=True
+                    )
+                    data = (json_text + "\n").encode(
+                        parameters.encoding, parameters.encoding_error_handler
+                    )
+                    await process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_writer.aclose()  # the session sees the connection end, not a hang
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT):
+            await writer_done.wait()
+        await sdk._stop_server_process(process)
+        await sdk._aclose_all(read_stream, write_stream, read_writer, write_reader)
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stdout_reader)
+        group.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            shutting_down = True
+            with anyio.CancelScope(shield=True):  # every wait inside is bounded
+                await shutdown()
+            group.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
 class MCPConnection:
     """One server's session, owned by a task on the sessions' event loop: the task enters the
     SDK client (transport, subprocess or HTTP client) and leaves it, in one task as anyio
@@ -333,10 +475,18 @@ class MCPConnection:
         self._stop: asyncio.Event | None = None
         self._owner: asyncio.Task | None = None
         self.opened = 0  # sessions opened so far (reconnects show here)
-        self.overflows = 0  # HTTP answers cut at the cap (the SDK then reports a closed session)
+        self.overflows = 0  # answers cut at the cap (the session then sees its connection closed)
+        self.cap = 0  # the largest max_response_bytes of the retrievers using this server
+        self.stdout_bytes = 0  # bytes read from stdio servers' stdout, every session
 
     def _overflowed(self) -> None:
         self.overflows += 1
+
+    def _read(self, size: int) -> None:
+        self.stdout_bytes += size
+
+    def _stdio_limit(self) -> int:
+        return self.cap + ENVELOPE_BYTES
 
     def _stdio_parameters(self) -> Any:
         if isinstance(self.server, StdioServer):
@@ -362,8 +512,12 @@ class MCPConnection:
         opened = None
         try:
             async with AsyncExitStack() as stack:
-                target = self._stdio_parameters()
-                if target is None:
+                parameters = self._stdio_parameters()
+                if parameters is not None:
+                    target = capped_stdio_client(
+                        parameters, self._stdio_limit, self._overflowed, self._read
+                    )
+                else:
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client
 
@@ -373,11 +527,11 @@ class MCPConnection:
                         httpx2.AsyncClient(
                             headers={k: v.get_secret_value() for k, v in server.headers.items()},
                             timeout=httpx2.Timeout(server.connect_timeout_seconds, read=300.0),
-                            transport=capped_transport(cap + SSE_OVERHEAD_BYTES, self._overflowed),
+                            transport=capped_transport(cap + ENVELOPE_BYTES, self._overflowed),
                         )
                     )
                     target = streamable_http_client(
-                        server.url, http_client=http, max_sse_event_size=cap + SSE_OVERHEAD_BYTES
+                        server.url, http_client=http, max_sse_event_size=cap + ENVELOPE_BYTES
                     )
                 client = await stack.enter_async_context(Client(target))
                 self._client = opened = client
@@ -397,6 +551,7 @@ class MCPConnection:
 
     async def client(self, cap: int) -> Any:
         """The live session, opened (or reopened after its server died) on demand."""
+        self.cap = max(self.cap, cap)
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -557,8 +712,8 @@ class MCPRetriever(SearchKwargsRetriever):
             if _is_connection_lost(error):
                 await connection.discard(client)
             if connection.overflows != overflows:
-                raise BackendResponseError(
-                    f"{self._where()}: answer over max_response_bytes ({self.settings.cap}): "
+                raise ResponseTooLargeError(
+                    f"{self._where()}: answer exceeds max_response_bytes ({self.settings.cap}): "
                     "reading stopped at the cap"
                 ) from None
             raise self._failure(error) from None
@@ -667,7 +822,7 @@ class MCPRetriever(SearchKwargsRetriever):
             raise MCPToolError(f"{where} reported an error: {redact(detail)[:300]}")
         size = len(result.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8"))
         if size > self.settings.cap:
-            raise BackendResponseError(
+            raise ResponseTooLargeError(
                 f"{where}: answer of {size} bytes exceeds max_response_bytes ({self.settings.cap})"
             )
         docs = result_documents(result, self.settings, where)

@@ -5,13 +5,15 @@ as one branch beside BM25 and Qdrant on the ingested example corpus."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from mcp_search_server import CRASH_WORD
+from mcp_search_server import CRASH_WORD, FLOOD_BYTES
 from servers import ServerProcess, free_port
 from studio_servers import REPO_ROOT, server_env, server_workspace
 
@@ -193,6 +195,7 @@ def test_http_server_dying_mid_call_then_restarted_is_reconnected(build, tmp_pat
         ("huge", {}, "exceeds max_response_bytes (4194304)"),
         ("huge", {"max_response_bytes": 1000}, "exceeds max_response_bytes (1000)"),
         ("malformed", {}, "structuredContent.results: expected a list, got str"),
+        ("flood", {}, "max_response_bytes (4194304): reading stopped at the cap"),
     ],
 )
 def test_tool_faults_fail_the_branch_under_warn(build, tmp_path, tool, settings, message):
@@ -213,6 +216,86 @@ def test_http_answer_over_the_cap_is_not_read(build, http_server):
     branch = mcp_branch(graph.invoke({"query": QUESTION}))
     assert branch["status"] == "failed"
     assert "max_response_bytes (1000): reading stopped at the cap" in branch["error"]
+
+
+def stdio_retriever(tool: str, log: Path, cap: int):
+    from parallel_rag.backends.mcp import MCPRetriever, MCPSettings, StdioServer
+
+    settings = MCPSettings(
+        server_name="corpus",
+        tool_name=tool,
+        arguments={"query": "${user_content}"},
+        max_response_bytes=cap,
+    )
+    return MCPRetriever(settings=settings, server=StdioServer(**stdio_server(log)))
+
+
+def peak_rss_bytes() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
+
+
+def reset_peak_rss() -> bool:
+    """Start the peak RSS (VmHWM) over from the current RSS; False where Linux refuses."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def process_group_gone(pgid: int) -> bool:
+    """No process (alive or an unreaped zombie) is left in the group a stdio server leads."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return not Path(f"/proc/{pgid}").exists()
+    return False
+
+
+def test_stdio_answer_over_the_cap_is_not_read_and_the_next_call_starts_a_new_server(tmp_path):
+    """The server writes FLOOD_BYTES on one stdout line (one message that never ends): reading
+    stops at the cap, the call fails naming max_response_bytes, the server and its process
+    group are gone, and the next call starts a new server on a new session."""
+    from parallel_rag.backends.mcp import ENVELOPE_BYTES, SESSIONS, ResponseTooLargeError
+
+    cap, log = 100_000, tmp_path / "calls.jsonl"
+    search, flood = stdio_retriever("search", log, cap), stdio_retriever("flood", log, cap)
+    assert search.invoke("Unix", k=1)
+    connection = search.connection
+    assert flood.connection is connection and connection.opened == 1
+    first = calls(log)[-1]["pid"]
+
+    measured = reset_peak_rss()
+    read_before, peak_before = connection.stdout_bytes, peak_rss_bytes()
+    with pytest.raises(ResponseTooLargeError) as caught:
+        flood.invoke("Unix")
+    assert "max_response_bytes (100000): reading stopped at the cap" in str(caught.value)
+    assert calls(log)[-1] == {"tool": "flood", "arguments": {"query": "Unix"}, "pid": first}
+    read = connection.stdout_bytes - read_before
+    assert cap < read <= cap + ENVELOPE_BYTES + 2 * 2**16, "the cap, the envelope and a chunk"
+    assert read < FLOOD_BYTES // 500
+    if measured:  # the peak RSS grew by nowhere near the 200 MiB the server wrote
+        assert peak_rss_bytes() - peak_before < 32 * 2**20
+    assert process_group_gone(first), "the flooding server was terminated and reaped"
+
+    assert search.invoke("Unix", k=1)
+    second = calls(log)[-1]["pid"]
+    assert second != first and connection.opened == 2
+    SESSIONS.run(connection.close(), 30)
+    assert process_group_gone(second), "closing the session stops the new server too"
+
+
+def test_a_larger_cap_on_a_shared_stdio_session_is_honoured(tmp_path):
+    """Retrievers with different max_response_bytes share one session: the reader holds the
+    largest, each retriever's own cap is checked on the parsed result."""
+    log = tmp_path / "calls.jsonl"
+    small = stdio_retriever("search", log, 100_000)
+    assert small.invoke("Unix", k=1)
+    big = stdio_retriever("huge", log, 16_000_000)
+    (doc,) = big.invoke("Unix")
+    assert len(doc.page_content) == 5_000_000
+    assert big.connection is small.connection and small.connection.opened == 1
 
 
 def test_text_content_blocks_become_documents_with_ids_from_their_text(tmp_path):

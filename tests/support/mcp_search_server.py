@@ -15,7 +15,8 @@ ranked by term overlap weighted by rarity. Tools:
   the middle of the call;
 - ``search_text(query, top_k)``: the same hits as plain text content blocks;
 - faults: ``fail`` (an ``isError`` result), ``hang`` (sleeps an hour), ``huge`` (a 5 MB
-  answer), ``malformed`` (``results`` is not a list).
+  answer), ``malformed`` (``results`` is not a list), ``flood`` (writes ``FLOOD_BYTES`` to
+  stdout with no newline, one message that never ends; over stdio only).
 
 With ``MCP_SEARCH_LOG`` set, each call appends ``{"tool", "arguments", "pid"}`` as a JSON line
 there, so a test can see what reached the server.
@@ -42,6 +43,8 @@ CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 _STOP = {"the", "a", "an", "of", "in", "to", "is", "and", "did", "when", "what", "was", "by", "for"}
 FilterValue = str | int | float | bool
 CRASH_WORD = "crash-now"
+FLOOD_BYTES = 200 * 2**20
+WIRE_FD: int | None = None  # over stdio, the protocol's stdout (the SDK diverts fd 1 to stderr)
 
 
 def terms(text: str) -> list[str]:
@@ -149,6 +152,17 @@ def huge(query: str) -> dict[str, Any]:
 
 
 @server.tool()
+def flood(query: str) -> dict[str, Any]:
+    """Writes ``FLOOD_BYTES`` of JSON-looking text on the protocol's stdout without a newline,
+    then answers."""
+    record("flood", {"query": query})
+    block = b'{"jsonrpc": "2.0", "x": "' + b"x" * (2**20 - 25)
+    for _ in range(FLOOD_BYTES // len(block)):
+        os.write(WIRE_FD if WIRE_FD is not None else 1, block)
+    return {"results": []}
+
+
+@server.tool()
 def malformed(query: str) -> dict[str, Any]:
     """Answers with ``results`` that is not a list."""
     record("malformed", {"query": query})
@@ -168,6 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.http:
         server.run("streamable-http", host="127.0.0.1", port=args.port)
     else:
+        global WIRE_FD
+        WIRE_FD = os.dup(1)
         server.run()
 
 

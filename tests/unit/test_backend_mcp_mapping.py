@@ -113,3 +113,21 @@ def test_malformed_results_are_errors_naming_where(structured, content, message)
     with pytest.raises(BackendResponseError) as caught:
         result_documents(result, settings(), "MCP tool 't'")
     assert message in str(caught.value)
+
+
+def test_bounded_lines_split_across_chunks_and_refuse_a_line_over_the_limit():
+    from parallel_rag.backends.mcp import BoundedLines, ResponseTooLargeError
+
+    lines = BoundedLines(lambda: 5)
+    assert lines.feed(b"ab") == []
+    assert lines.feed(b"c\nde") == [b"abc"]
+    assert lines.feed(b"fgh\n\n12345\n") == [b"defgh", b"", b"12345"]  # exactly the limit passes
+    assert lines.feed(b"1234") == []
+    with pytest.raises(ResponseTooLargeError, match="longer than 5 bytes"):
+        lines.feed(b"56")  # no newline yet: refused as soon as it runs past the limit
+    assert len(lines.pending) == 0, "nothing of the refused line is kept"
+
+    limit = [3]
+    raised = BoundedLines(lambda: limit[0])
+    limit[0] = 6  # a cap raised later applies to the next lines
+    assert raised.feed(b"abcdef\n") == [b"abcdef"]
