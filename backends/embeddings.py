@@ -6,19 +6,27 @@ Any other value is a local path or a sentence-transformers model name.
 A query text is embedded once however many dense branches, rerankers and generator steps ask
 for it: the shared model keeps the vectors of recent queries, and callers asking for a text
 already being embedded wait for that result instead of embedding it again.
+
+A request knows its question before any branch runs, so the graph can start embedding it early
+(``QueryOnceEmbeddings.prefetch_query``): the encode (native code that releases the GIL) runs on
+a background thread while the orchestration's Python work goes on, and the dense branch later
+joins that computation instead of starting its own.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 from langchain_core.embeddings import Embeddings
 
 BUNDLED = "bundled"
 _load_lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def bundled_model_path() -> str:
@@ -67,17 +75,88 @@ class WrappedEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
+PREFETCH_WORKERS = 2
+"""Threads that embed query texts ahead of their branches (per process, started on demand)."""
+PREFETCH_LIMIT = 8
+"""Prefetches queued or running at once in a process; past that a prefetch is not started (the
+branch embeds its query itself, as without prefetching)."""
+
+
+class _Prefetcher:
+    """The process's prefetch threads and the bound on the prefetches in flight (created anew
+    in a forked child, which inherits no threads)."""
+
+    _lock = threading.Lock()
+    _current: _Prefetcher | None = None
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.pool = ThreadPoolExecutor(PREFETCH_WORKERS, thread_name_prefix="parallel-rag-prefetch")
+        self.in_flight = 0
+        self._count_lock = threading.Lock()
+
+    def take(self) -> bool:
+        """One more prefetch in flight, unless ``PREFETCH_LIMIT`` are already."""
+        with self._count_lock:
+            if self.in_flight >= PREFETCH_LIMIT:
+                return False
+            self.in_flight += 1
+            return True
+
+    def give(self) -> None:
+        with self._count_lock:
+            self.in_flight -= 1
+
+    @classmethod
+    def get(cls) -> _Prefetcher:
+        with cls._lock:
+            if cls._current is None or cls._current.pid != os.getpid():
+                cls._current = cls()
+            return cls._current
+
+
+def prefetches_in_flight() -> int:
+    """Prefetches of this process queued or running (at most ``PREFETCH_LIMIT``)."""
+    current = _Prefetcher._current
+    if current is None or current.pid != os.getpid():
+        return 0
+    return current.in_flight
+
+
+class _Pending:
+    """A query text being embedded: ``claimed`` once a thread has taken the computation (a
+    prefetch that has not started yet is taken by the first caller that needs the vector);
+    ``done`` is set when it has finished, either way."""
+
+    __slots__ = ("claimed", "done")
+
+    def __init__(self, claimed: bool) -> None:
+        self.claimed = claimed
+        self.done = threading.Event()
+
+
 class QueryOnceEmbeddings(WrappedEmbeddings):
     """An embedding model whose ``embed_query`` computes each text once: recent vectors are
     kept (least recently used go first) and concurrent callers of a text being embedded share
-    the one computation. Documents pass through; other attributes are the wrapped model's."""
+    the one computation, a prefetched one included. Documents pass through; other attributes
+    are the wrapped model's."""
 
     def __init__(self, inner: Embeddings, size: int = QUERY_CACHE_SIZE):
         super().__init__(inner)
         self.size = size
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
-        self._pending: dict[str, threading.Event] = {}
+        self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
+
+    @property
+    def kept(self) -> int:
+        """Query vectors kept (at most ``size``)."""
+        return len(self._vectors)
+
+    @property
+    def in_progress(self) -> int:
+        """Query texts being embedded (or queued to be, by a prefetch) right now."""
+        return len(self._pending)
 
     def embed_query(self, text: str) -> list[float]:
         while True:
@@ -85,22 +164,67 @@ class QueryOnceEmbeddings(WrappedEmbeddings):
                 if text in self._vectors:
                     self._vectors.move_to_end(text)
                     return list(self._vectors[text])
-                running = self._pending.get(text)
-                if running is None:
-                    done = self._pending[text] = threading.Event()
+                pending = self._pending.get(text)
+                if pending is None:
+                    pending = self._pending[text] = _Pending(claimed=True)
                     break
-            running.wait()  # then read the vector (or embed it, if that caller failed)
+                if not pending.claimed:  # a prefetch still queued: compute it here instead
+                    pending.claimed = True
+                    break
+            pending.done.wait()  # then read the vector (or embed it, if that caller failed)
+        return list(self._compute(text, pending))
+
+    def _compute(self, text: str, pending: _Pending) -> list[float]:
+        """Embed ``text`` for the claimed ``pending`` entry, keep the vector, wake the waiters."""
         try:
             vector = list(self.inner.embed_query(text))
             with self._lock:
                 self._vectors[text] = vector
                 while len(self._vectors) > self.size:
                     self._vectors.popitem(last=False)
-            return list(vector)
+            return vector
         finally:
             with self._lock:
-                del self._pending[text]
-            done.set()
+                if self._pending.get(text) is pending:
+                    del self._pending[text]
+            pending.done.set()
+
+    def prefetch_query(self, text: str) -> bool:
+        """Start embedding ``text`` on a background thread and return at once; a later
+        ``embed_query(text)`` joins that computation (or takes it over if it has not started)
+        instead of embedding the text again. False when nothing was started: the text is kept
+        or being embedded already, or ``PREFETCH_LIMIT`` prefetches are in flight. A prefetch
+        that fails leaves nothing behind: the caller that needs the vector embeds it itself.
+        A vector nobody asks for is kept like any other, within the cache's ``size``."""
+        prefetcher = _Prefetcher.get()
+        with self._lock:
+            if text in self._vectors or text in self._pending:
+                return False
+            if not prefetcher.take():
+                return False
+            pending = self._pending[text] = _Pending(claimed=False)
+        try:
+            prefetcher.pool.submit(self._run_prefetch, text, pending, prefetcher)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            with self._lock:
+                if self._pending.get(text) is pending:
+                    del self._pending[text]
+            pending.done.set()
+            prefetcher.give()
+            return False
+        return True
+
+    def _run_prefetch(self, text: str, pending: _Pending, prefetcher: _Prefetcher) -> None:
+        try:
+            with self._lock:
+                if pending.claimed:  # a caller took it over while it waited for a thread
+                    return
+                pending.claimed = True
+            self._compute(text, pending)
+        except Exception as error:  # noqa: BLE001 - the caller that needs it embeds it again
+            log.debug("query prefetch failed (%s: %s)", type(error).__name__, error)
+        finally:
+            prefetcher.give()
 
 
 @lru_cache(maxsize=8)
@@ -124,7 +248,18 @@ def _load(model: str, device: str) -> Embeddings:
     return QueryOnceEmbeddings(embeddings)
 
 
+_loaded: dict[tuple[str, str], Embeddings] = {}
+
+
 def load_embeddings(model: str = BUNDLED, device: str = "cpu") -> Embeddings:
     """The shared embedding model (thread-safe first load)."""
     with _load_lock:
-        return _load(model, device)
+        embeddings = _loaded[(model, device)] = _load(model, device)
+        return embeddings
+
+
+def loaded_embeddings(model: str = BUNDLED, device: str = "cpu") -> Embeddings | None:
+    """The shared embedding model if ``load_embeddings`` has returned it already, else None
+    (never loads: for work that is only worth doing once the model is there)."""
+    with _load_lock:
+        return _loaded.get((model, device))

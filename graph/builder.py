@@ -38,7 +38,7 @@ from parallel_rag.graph.configuration import (
 )
 from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter, fusion_settings
 from parallel_rag.graph.loading import load_config, parse_config
-from parallel_rag.graph.routing import make_entry_router, make_view_router
+from parallel_rag.graph.routing import QueryPrefetch, make_entry_router, make_view_router
 from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
 from parallel_rag.nodes.fallback import FallbackNode
 from parallel_rag.nodes.fuse import make_fuse_node
@@ -58,6 +58,7 @@ class GraphProfile:
 
     knob_scope: KnobScope
     embeddings: EmbeddingsConfig | None = None  # the model some component loads on first use
+    prefetch: QueryPrefetch | None = None  # starts a request's query encode before the graph
 
     def warm_up(self) -> None:
         """Load what the first request would otherwise load inside its branch timeouts (the
@@ -218,8 +219,13 @@ def build_graph(
         has_reranker=pipeline.reranker is not None,
         rewriter_kind=rewriter_config.kind if rewriter_config is not None else None,
     )
+    prefetch = QueryPrefetch(
+        branches,
+        has_rewriter=rewriter_config is not None,
+        include_original=rewriter_config is None or rewriter_config.include_original,
+    )
     entry_router = make_entry_router(
-        branches, pipeline.tenant_field, rewriter_config is not None, scope
+        branches, pipeline.tenant_field, rewriter_config is not None, scope, prefetch
     )
     builder.add_conditional_edges(START, _inline(entry_router, trace=True), entry_targets)
 
@@ -292,5 +298,6 @@ def build_graph(
     _PROFILES[builder] = GraphProfile(
         knob_scope=scope,
         embeddings=pipeline.embeddings if uses_model or loads_reranker else None,
+        prefetch=prefetch,
     )
     return compiled

@@ -11,6 +11,10 @@ once, for its lookup, and the event loop keeps its timeout: ``ainvoke`` on the c
 ``invoke`` on an event loop of the calling thread's own, kept for its next call (the caller's
 context and callbacks go along). A thread already running an event loop cannot wait on another
 in place: there ``invoke`` runs the sync ``stream``.
+
+Both start embedding the question for the dense branches before the graph runs (the graph's
+``QueryPrefetch``): the encode releases the GIL and overlaps with the run's setup, input
+validation and scheduling; the dense branch joins it when it gets there.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.graph.state import CompiledStateGraph
-from parallel_rag.graph.builder import ConfigSource, build_graph
-from parallel_rag.graph.context import RAGContext
+from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile
+from parallel_rag.graph.context import RAGContext, knobs_from
 from parallel_rag.graph.state import MAX_TOP_K
 from parallel_rag.nodes.fuse import DEFAULT_RRF_K
 from pydantic import ConfigDict, Field
@@ -178,11 +182,25 @@ class ParallelFusionRetriever(BaseRetriever):
     # caller's ``configurable`` (the knobs' fallback) through as a private keyword.
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any):  # noqa: A002
         configurable = ensure_config(config).get("configurable") or {}
+        self._prefetch(input, configurable)
         return super().invoke(input, config, **{_CONFIGURABLE: configurable}, **kwargs)
 
     async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any):  # noqa: A002
         configurable = ensure_config(config).get("configurable") or {}
+        self._prefetch(input, configurable)
         return await super().ainvoke(input, config, **{_CONFIGURABLE: configurable}, **kwargs)
+
+    def _prefetch(self, query: Any, configurable: Mapping[str, Any]) -> int:
+        """Start the question's encode for the dense branches the run will use (none when the
+        knobs are wrong: the run reports that itself)."""
+        profile = graph_profile(self.graph)
+        if profile is None or profile.prefetch is None or not profile.prefetch.models:
+            return 0
+        try:
+            knobs = knobs_from(self.context, configurable)
+        except Exception:  # noqa: BLE001 - the graph's entry refuses them with their message
+            return 0
+        return profile.prefetch.start(query, knobs)
 
     def _request(self, query: str, top_k: int | None, filters: Mapping | None) -> dict:
         request: dict[str, Any] = {"query": query, "top_k": top_k or self.top_k}

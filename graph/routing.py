@@ -6,6 +6,9 @@ The run's knobs (``graph/context.py``) are parsed and checked once, at the entry
 here: which retrievers run, their candidate count, and whether their results go through the
 reranker. They travel on in every ``Send`` payload (``knobs``), and the first node to receive
 them writes them to the state for the nodes after the fan-out.
+
+The entry also starts embedding the original query for the dense branches that will search it
+(``QueryPrefetch``), so the encode runs while the graph schedules the branches.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Send
+from parallel_rag.backends.base import DenseStoreRetriever
+from parallel_rag.backends.embeddings import loaded_embeddings
+from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.graph.context import KnobScope, RAGContext, carried, knobs_of, run_knobs
+from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.records import QueryView
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveTask
 
@@ -73,15 +80,73 @@ def original_view(state: dict[str, Any]) -> list[QueryView]:
     return [QueryView(index=0, text=state["query"].strip(), kind="original")]
 
 
+def query_model(retriever: Any) -> tuple[str, str] | None:
+    """(embedding model, device) a branch's retriever embeds its query text with, through the
+    shared ``load_embeddings`` model; None when it does not (lexical and foreign retrievers).
+    A hybrid branch counts its primary retriever (the fallback may never run)."""
+    if isinstance(retriever, HybridRetriever):
+        return query_model(retriever.primary)
+    if isinstance(retriever, DenseStoreRetriever):
+        return (retriever.embedding_model, retriever.device)
+    return None
+
+
+class QueryPrefetch:
+    """Starts embedding a request's original query view on a background thread before its
+    dense branches ask for it (``QueryOnceEmbeddings.prefetch_query``): they then join that
+    computation instead of embedding the text themselves, and the encode, which releases the
+    GIL, overlaps with the graph's own work up to the lookup. Only what the run will embed is
+    started: the dense branches the ``retrievers`` knob keeps, when the original query is one of
+    the run's views (no rewriter, the rewriter switched off, or ``include_original``), with a
+    model some branch has loaded already (a first request loads it in its branch, as before)."""
+
+    def __init__(
+        self,
+        branches: Sequence[RetrievalBranch],
+        *,
+        has_rewriter: bool = False,
+        include_original: bool = True,
+    ):
+        self.models = {
+            b.name: model
+            for b in branches
+            if b.kind == "dense" and (model := query_model(b.retriever)) is not None
+        }
+        self.has_rewriter = has_rewriter
+        self.include_original = include_original
+
+    def start(self, query: Any, knobs: RAGContext | None = None) -> int:
+        """Start the prefetches for a request's ``query`` under its parsed ``knobs``; how many
+        were started (0 when the vectors are kept or being computed already). Never raises:
+        a query the graph will refuse is simply not prefetched."""
+        if not self.models or not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
+            return 0
+        text = query.strip()  # the original view's text (``original_view``)
+        if not text:
+            return 0
+        knobs = knobs or RAGContext()
+        rewrites = self.has_rewriter and knobs.rewriter != "none"
+        if rewrites and not self.include_original:
+            return 0
+        chosen = set(knobs.retrievers or self.models)
+        started = 0
+        for model in {m for name, m in self.models.items() if name in chosen}:
+            prefetch = getattr(loaded_embeddings(*model), "prefetch_query", None)
+            if prefetch is not None and prefetch(text):
+                started += 1
+        return started
+
+
 def make_entry_router(
     branches: Sequence[RetrievalBranch],
     tenant_field: str,
     has_rewriter: bool,
     scope: KnobScope | None = None,
+    prefetch: QueryPrefetch | None = None,
 ):
-    """The conditional entry: parses and checks the run's knobs, then to ``rewrite`` when a
-    rewriter is configured (and not switched off), else straight to the fan-out with the
-    original query."""
+    """The conditional entry: parses and checks the run's knobs, starts the query ``prefetch``,
+    then to ``rewrite`` when a rewriter is configured (and not switched off), else straight to
+    the fan-out with the original query."""
 
     def route_request(
         state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RAGContext]
@@ -89,6 +154,8 @@ def make_entry_router(
         knobs = run_knobs(runtime, config)
         if scope is not None:
             scope.check(knobs)
+        if prefetch is not None:
+            prefetch.start(state["query"], knobs)
         if has_rewriter and knobs.rewriter != "none":
             return Send("rewrite", {**state, "knobs": carried(knobs)})
         return fan_out(state, original_view(state), branches, tenant_field, knobs)
