@@ -129,24 +129,28 @@ _NUMBER_QUESTION = re.compile(
     r"|\bwhat (?:is the )?(?:population|number|percentage|age|size|length|height|value)\b",
     re.IGNORECASE,
 )
+_MANNER_QUESTION = re.compile(r"\s*(?:how|why)\b", re.IGNORECASE)  # after the quantities
 _WORD = re.compile(r"\w+")
 _DEFINITE = re.compile(r"^The (\w+)\b")
 _NOT_A_NAME = frozenset({"the", "a", "an", "in", "on", "at", "it", "he", "she", "they", "this"})
 
 
-def answer_kind(query: str) -> Literal["date", "number", "name"]:
-    """What the question asks for: a date ("when", "what year"), a quantity ("how many") or,
-    by default, a name (who, which, what...)."""
+def answer_kind(query: str) -> Literal["date", "number", "name", "manner"]:
+    """What the question asks for: a date ("when", "what year"), a quantity ("how many"), a
+    manner or reason ("how does...?", "why...?", which no single name answers) or, by default,
+    a name (who, which, what...)."""
     if _DATE_QUESTION.search(query):
         return "date"
     if _NUMBER_QUESTION.search(query):
         return "number"
+    if _MANNER_QUESTION.match(query):
+        return "manner"
     return "name"
 
 
 def offers_answer(kind: str, sentence: str, query_words: set[str]) -> float:
     """How much of the asked-for kind the sentence brings that the question does not already
-    say: a year or month for a date, a number for a quantity, capitalised words for a name
+    say: a year or month for a date, a number for a quantity, capitalised words otherwise
     (up to three, as 0..1)."""
     if kind == "date":
         found = _YEAR.findall(sentence) + _MONTH.findall(sentence)
@@ -167,11 +171,118 @@ def opens_with_reference(sentence: str, title: str) -> bool:
     """Whether the sentence's subject is left to an earlier sentence: a leading pronoun
     ("It is often described as...") or "The <word of the title>" ("The bridge was designed
     by..." in the Forth Bridge article) without the title itself."""
+    if title and sentence.startswith(title):
+        return False  # "Their Lives: The Women Targeted by..." names itself
     if _ANAPHOR.match(sentence):
         return True
     definite = _DEFINITE.match(sentence)
     title_words = {w.lower() for w in _WORD.findall(title)}
     return bool(definite) and definite.group(1).lower() in title_words and title not in sentence
+
+
+_OPENERS = {"(": ")", "[": "]"}
+_DASHES = "\u2013\u2014"
+ELISION = "\u2026"
+"""Stands where a trimmed sentence lost a clause or a parenthesis ("Sela Ward … is an actress")."""
+
+
+def clause_pieces(sentence: str) -> list[tuple[str, bool]]:
+    """The sentence cut at its top-level clause marks: each piece with whether it is a
+    parenthesis ("(born 11 July 1956)", "[1]"); the others end at a comma or semicolon followed
+    by a space, or before a spaced dash. Joined, the pieces are the sentence."""
+    pieces: list[tuple[str, bool]] = []
+    start = 0
+    closers: list[str] = []
+    for i, char in enumerate(sentence):
+        spaced = sentence[i + 1 : i + 2] == " "
+        if char in _OPENERS:
+            if not closers and sentence[start:i].strip():
+                pieces.append((sentence[start:i], False))
+                start = i
+            elif not closers:
+                start = i
+            closers.append(_OPENERS[char])
+        elif closers and char == closers[-1]:
+            closers.pop()
+            if not closers:
+                pieces.append((sentence[start : i + 1], True))
+                start = i + 1
+        elif closers:
+            continue
+        elif char in ",;" and spaced:
+            pieces.append((sentence[start : i + 1], False))
+            start = i + 1
+        elif char in _DASHES and spaced and sentence[i - 1 : i] == " ":
+            pieces.append((sentence[start:i], False))
+            start = i
+    if sentence[start:].strip():
+        pieces.append((sentence[start:], bool(closers)))
+    return pieces
+
+
+def _carries(
+    piece: str, parenthesis: bool, kind: str, query_terms: set[str], query_words: set[str]
+) -> bool:
+    """Whether a piece of a sentence holds a term of the query or a candidate of the asked
+    kind: a year or month for a date, a number (not a year) for a quantity, a capitalised
+    word the question does not say for a name (in a clause; a parenthesis with only names is
+    mostly an alias, a birthplace or a pronunciation)."""
+    if set(analyze(piece)) & query_terms:
+        return True
+    if kind == "manner":
+        return False
+    if kind == "name":
+        return not parenthesis and offers_answer(kind, piece, query_words) > 0
+    if kind == "number":  # a parenthesis' numbers are mostly dates of birth and death
+        if parenthesis:
+            return False
+        years = {m.lower() for m in _YEAR.findall(piece)}
+        found = {m.lower().strip(".,") for m in _NUMBER.findall(piece)} - years
+        return any(m not in query_words for m in found)
+    return offers_answer(kind, piece, query_words) > 0
+
+
+def trim_sentence(
+    sentence: str,
+    kind: str,
+    query_terms: set[str],
+    query_words: set[str],
+    min_saving: int = 3,
+) -> str:
+    """The sentence without the clauses and parentheses that carry neither a term of the query
+    nor a candidate of the asked kind (``_carries``), each cut run marked by ``ELISION``. The
+    opening clause (the sentence's subject and verb) always stays, and a run is only cut when
+    that saves at least ``min_saving`` words (the mark counts as one), so short list items and
+    place names ("Fairfax County, Virginia") stay whole."""
+    pieces = clause_pieces(sentence)
+    if len(pieces) < 2:
+        return sentence
+    keep = [
+        _carries(text, parenthesis, kind, query_terms, query_words) for text, parenthesis in pieces
+    ]
+    # the opening clause stays, across a parenthesis ("Roald Dahl (…) was a British novelist,")
+    opening = next((i for i, (_, parenthesis) in enumerate(pieces) if i and not parenthesis), 0)
+    keep[0] = True
+    if pieces[1][1]:
+        keep[opening] = True
+    start = 0
+    while start < len(pieces):  # give back the cuts that save too little
+        end = start
+        while end < len(pieces) and not keep[end]:
+            end += 1
+        if end > start and sum(len(t.split()) for t, _ in pieces[start:end]) - 1 < min_saving:
+            keep[start:end] = [True] * (end - start)
+        start = end + 1
+    if all(keep):
+        return sentence
+    out = ""
+    cut_before = [False] + [not kept for kept in keep[:-1]]
+    for (text, _), kept, cut in zip(pieces, keep, cut_before, strict=True):
+        if kept:  # the piece exactly as written; only the spaces around a mark change
+            out = f"{out.rstrip()} {ELISION} {text.lstrip()}" if cut else out + text
+    if not keep[-1]:
+        out = f"{out.rstrip().rstrip(',;' + _DASHES).rstrip()} {ELISION}"
+    return out.strip()
 
 
 def document_title(document: Mapping[str, Any]) -> str:
@@ -197,6 +308,7 @@ class _Sentence:
     eligible: bool  # shares enough of the query (with its title) or is similar enough
     title: str = ""  # its document's title: the label of a sentence quoted without its antecedent
     score: float = 0.0
+    shown: str = ""  # what the answer quotes: the text without the pieces that carry nothing
 
 
 _BM25_K1 = 1.2
@@ -233,9 +345,14 @@ class ExtractiveGenerator:
     ``max_words`` words and ``max_sentences`` sentences. A sentence that opens with a
     reference ("It was designed by...") brings the sentence that names its subject when that
     fits; otherwise, it is quoted after its document's title ("Millau Viaduct: It was
-    designed by..."), or skipped when the document has none. No model generates text: every
-    word of the answer is evidence (or a document title), and each run of sentences from one
-    document cites that document.
+    designed by..."), or skipped when the document has none.
+
+    A sentence is quoted without the clauses and parentheses that carry neither a term of the
+    query nor a candidate of the asked kind (``trim_sentence``: dates of birth, pronunciations,
+    appositives), each cut marked with ``ELISION``; the word budget counts what is quoted, so
+    the room the cuts free goes to the next sentence. No model generates text: every word of
+    the answer is evidence, in its order (or a document title), and each run of sentences from
+    one document cites that document.
     """
 
     weights: dict[str, float] = {  # logistic regression on HotpotQA dev questions 1-100
@@ -256,7 +373,7 @@ class ExtractiveGenerator:
         embeddings: Callable[[], Any] | None = None,
         min_similarity: float = 0.3,
         sentence_cache_size: int = 20_000,
-        max_words: int = 60,
+        max_words: int = 64,
     ):
         self.max_sentences = max_sentences
         self.min_term_overlap = min_term_overlap
@@ -370,9 +487,21 @@ class ExtractiveGenerator:
             before = set(raw[index - 1][3]) if refers[index] and position else set()
             lexical = bool(query_terms) and len(titled | (before & query_terms)) >= needed
             semantic = self.embeddings is not None and similarity >= self.min_similarity
-            words = len(sentence.split())
+            eligible = lexical or semantic
+            shown = (
+                trim_sentence(sentence, kind, query_terms, query_words) if eligible else sentence
+            )
             out.append(
-                _Sentence(number, position, sentence, words, features, lexical or semantic, title)
+                _Sentence(
+                    number,
+                    position,
+                    sentence,
+                    len(shown.split()),
+                    features,
+                    eligible,
+                    title,
+                    shown=shown,
+                )
             )
         return out
 
@@ -456,7 +585,7 @@ class ExtractiveGenerator:
         parts: list[str] = []
         for i, sentence in enumerate(chosen):
             label = f"{sentence.title}: " if id(sentence) in labelled else ""
-            parts.append(label + sentence.text)
+            parts.append(label + (sentence.shown or sentence.text))
             following = chosen[i + 1] if i + 1 < len(chosen) else None
             if following is None or (following.number, following.position) != (
                 sentence.number,
