@@ -260,6 +260,6 @@ def load_embeddings(model: str = BUNDLED, device: str = "cpu") -> Embeddings:
 
 def loaded_embeddings(model: str = BUNDLED, device: str = "cpu") -> Embeddings | None:
     """The shared embedding model if ``load_embeddings`` has returned it already, else None
-    (never loads: for work that is only worth doing once the model is there)."""
-    with _load_lock:
-        return _loaded.get((model, device))
+    (never loads, never waits for a load in progress: for work that is only worth doing once
+    the model is there; a single dict read needs no lock)."""
+    return _loaded.get((model, device))

@@ -10,7 +10,12 @@ The real branches are the embedded defaults (BM25 + Qdrant Edge) over ``examples
 ingested with ``parallel-rag ingest`` into the work directory when it holds no index yet, and
 over SciFact (5,183 abstracts; indexed once into the work directory, corpus vectors from the
 bench's embedding cache). On SciFact every call gets a query text no method has asked before
-(a SciFact claim plus a nonce word), so the dense branch's query encode is real each time.
+(a SciFact claim plus a nonce word), so the dense branch's query encode is real each time:
+no method meets a vector another method (or an earlier round) computed, and the table's
+"encodes/req" column counts the encoder's calls per request to show it (1.00 for every method
+that searches the dense branch). The product rows start that encode before the graph runs
+(query prefetch); the "no prefetch (before)" rows are the same product with it switched off,
+measured in the same run.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import pstats
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +46,8 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.backends.embeddings import WrappedEmbeddings, load_embeddings
+from parallel_rag.graph.builder import build_graph, graph_profile
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.loading import default_config_dict, parse_config
@@ -140,6 +147,14 @@ def floor_graph_async(retrievers: dict[str, BaseRetriever], k: int | None):
     return compile_floor(fan_out, retrieve, fuse)
 
 
+def without_prefetch(graph):
+    """The graph with its query prefetch switched off (the product before it had one)."""
+    profile = graph_profile(graph)
+    if profile is not None and profile.prefetch is not None:
+        profile.prefetch.models.clear()
+    return graph
+
+
 def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Callable]:
     """name -> (is_async, call(query)) over the same retriever objects."""
     pool = ThreadPoolExecutor(max_workers=4)
@@ -161,6 +176,15 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         retrievers=retrievers,
     )
     product = ParallelFusionRetriever(graph=graph, top_k=TOP_K)
+    before = ParallelFusionRetriever(
+        graph=without_prefetch(
+            build_graph(
+                {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": {"k": FUSION_K}},
+                retrievers=retrievers,
+            )
+        ),
+        top_k=TOP_K,
+    )
 
     async def router_path(query: str) -> list:
         # what the OpenAI-compatible router does: astream the graph, stop at ``fuse``
@@ -173,9 +197,10 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
 
     def sync_stream_path(query: str) -> list:
         # what ``ParallelFusionRetriever.invoke`` did before it drove the async path: LangGraph's
-        # sync runner (a thread per branch, each lookup one more hop into the lookup pool)
+        # sync runner (a thread per branch, each lookup one more hop into the lookup pool), no
+        # query prefetch
         request = {"query": query, "top_k": TOP_K}
-        with closing(graph.stream(request, stream_mode="updates")) as updates:
+        with closing(before.graph.stream(request, stream_mode="updates")) as updates:
             for update in updates:
                 if "fuse" in (update or {}):
                     return update["fuse"]["documents"]
@@ -194,6 +219,8 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         "floor StateGraph.ainvoke, async nodes": (True, lambda q: _afused(floor_async, q)),
         "product ParallelFusionRetriever.invoke": (False, product.invoke),
         "product ParallelFusionRetriever.ainvoke": (True, product.ainvoke),
+        "product ParallelFusionRetriever.invoke, no prefetch (before)": (False, before.invoke),
+        "product ParallelFusionRetriever.ainvoke, no prefetch (before)": (True, before.ainvoke),
         "product graph.astream to fuse (router)": (True, router_path),
         "product graph.stream to fuse (sync runner; invoke's old path)": (False, sync_stream_path),
         "EnsembleRetriever.invoke": (False, lambda q: ensemble.invoke(q)[:TOP_K]),
@@ -220,19 +247,49 @@ def nonce(n: int) -> str:
             return "zq" + letters
 
 
+class CountingEncoder(WrappedEmbeddings):
+    """Counts the query texts the wrapped encoder really embeds (behind the encode-once cache):
+    how a run shows that no method was served a vector computed for another call."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.encodes = 0
+        self._lock = threading.Lock()
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            self.encodes += 1
+        return self.inner.embed_query(text)
+
+
+def count_encodes(retrievers: dict[str, BaseRetriever]) -> CountingEncoder | None:
+    """Put a ``CountingEncoder`` under the shared query cache of the dense branches' model."""
+    for retriever in retrievers.values():
+        model = getattr(retriever, "embedding_model", None)
+        shared = load_embeddings(model, retriever.device) if model else None
+        if shared is not None and hasattr(shared, "prefetch_query"):
+            if not isinstance(shared.inner, CountingEncoder):
+                shared.inner = CountingEncoder(shared.inner)
+            return shared.inner
+    return None
+
+
 def measure(
     calls: dict[str, tuple[bool, Callable]],
     queries: list[str],
     warm: int = 5,
     unique: bool = False,
+    encoder: CountingEncoder | None = None,
 ) -> dict[str, dict[str, float]]:
     """Round robin over the methods per request, the starting method rotating (load changes and
     a query's first-seen costs hit all alike): wall and process CPU ms per request, one request
     in flight. Warm-up runs every distinct query through every method first; with ``unique``,
-    ``warm`` requests of their own and every call a text never asked before."""
+    ``warm`` requests of their own and every call a text never asked before. With ``encoder``,
+    the query encodes each call caused (``encodes``, per request)."""
     loop = asyncio.new_event_loop()
     wall: dict[str, list[float]] = {name: [] for name in calls}
     cpu: dict[str, list[float]] = {name: [] for name in calls}
+    encodes: dict[str, int] = {name: 0 for name in calls}
     try:
         distinct = list(dict.fromkeys(queries))
         warmup = (distinct * warm)[: max(warm, len(distinct))]
@@ -244,6 +301,7 @@ def measure(
             for j, name in enumerate(order[shift:] + order[:shift]):
                 is_async, call = calls[name]
                 q = f"{base} {nonce(i * len(order) + j)}" if unique else base
+                e0 = encoder.encodes if encoder is not None else 0
                 w0, c0 = time.perf_counter(), time.process_time()
                 if is_async:
                     loop.run_until_complete(call(q))
@@ -252,6 +310,8 @@ def measure(
                 if i >= len(warmup):
                     wall[name].append((time.perf_counter() - w0) * 1000)
                     cpu[name].append((time.process_time() - c0) * 1000)
+                    if encoder is not None:
+                        encodes[name] += encoder.encodes - e0
     finally:
         loop.close()
     return {
@@ -261,6 +321,7 @@ def measure(
             "cpu": pct(cpu[name], 50),
             "cpu_mean": sum(cpu[name]) / len(cpu[name]),
             "n": len(wall[name]),
+            **({"encodes": encodes[name] / len(wall[name])} if encoder is not None else {}),
         }
         for name in calls
     }
@@ -346,16 +407,18 @@ def profile_product(product: ParallelFusionRetriever, queries: list[str]) -> str
 
 
 def table(res: dict[str, dict[str, float]], base: str, floor: str | None) -> list[str]:
+    counted = all("encodes" in r for r in res.values())
     lines = [
         "| method | wall p50 ms | wall p95 ms | CPU ms/req p50 | × hand-written p50 "
-        "| × floor p50 |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| × floor p50 |" + (" encodes/req |" if counted else ""),
+        "|---|---:|---:|---:|---:|---:|" + ("---:|" if counted else ""),
     ]
     for name, r in res.items():
         vs_floor = f"{r['p50'] / res[floor]['p50']:.2f}" if floor else ""
         lines.append(
             f"| {name} | {r['p50']:.2f} | {r['p95']:.2f} | {r['cpu']:.2f} | "
             f"{r['p50'] / res[base]['p50']:.2f} | {vs_floor} |"
+            + (f" {r['encodes']:.2f} |" if counted else "")
         )
     return lines
 
@@ -389,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
 
     synth = {f"cpu{i}": CpuRetriever(tag=f"cpu{i}") for i in range(2)}
     calls, _ = methods(synth, None)
+    loads = {"synthetic": os.getloadavg()[0]}
     syn_res = measure(calls, [f"query {i}" for i in range(args.requests)])
     print("\n".join(["synthetic", *table(syn_res, "hand-written ThreadPool + RRF (sync)",
                                           "floor StateGraph.invoke")]))  # fmt: skip
@@ -401,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = [questions[i % len(questions)] for i in range(args.real_requests)]
     real = real_retrievers(workdir)
     calls, product = methods(real, DEPTH)
+    loads["real"] = os.getloadavg()[0]
     real_res = measure(calls, queries)
     print("\n".join(["real", *table(real_res, "hand-written ThreadPool + RRF (sync)",
                                      "floor StateGraph.invoke")]))  # fmt: skip
@@ -408,20 +473,30 @@ def main(argv: list[str] | None = None) -> int:
     sci_res = None
     if args.scifact_requests:
         sci, claims = scifact_retrievers(workdir)
-        sci_res = measure(scifact_calls(sci), claims[: args.scifact_requests], unique=True)
+        loads["scifact"] = os.getloadavg()[0]
+        sci_res = measure(
+            scifact_calls(sci),
+            claims[: args.scifact_requests],
+            unique=True,
+            encoder=count_encodes(sci),
+        )
         print("\n".join(["scifact", *table(sci_res, "hand-written ThreadPool + RRF (sync)",
                                             "floor StateGraph.invoke")]))  # fmt: skip
 
+    loads["fanout"] = os.getloadavg()[0]
     fan = fanout(args.fanout_reps)
     profile = profile_product(product, queries[: args.profile_requests])
     load1 = os.getloadavg()
-    write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, time.time() - started)
+    seconds = time.time() - started
+    write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds, loads)
     return 0
 
 
-def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds) -> None:
+def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds, loads) -> None:
     hand, floor = "hand-written ThreadPool + RRF (sync)", "floor StateGraph.invoke"
     prod = "product ParallelFusionRetriever.invoke"
+    prod_async, ens = "product ParallelFusionRetriever.ainvoke", "EnsembleRetriever.invoke"
+    before = ", no prefetch (before)"
     lines = [
         "# Orchestration overhead: product retrieval path vs hand-written, framework floor, "
         "EnsembleRetriever",
@@ -436,7 +511,8 @@ def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds)
         f"objects; every method fuses with RRF (k={FUSION_K}) and returns {TOP_K} documents from "
         f"{DEPTH} per branch. CPU = process CPU time (all threads) per request.",
         "",
-        "## Synthetic: two CPU-bound retrievers of ~2 ms (thread CPU) each",
+        "## Synthetic: two CPU-bound retrievers of ~2 ms (thread CPU) each "
+        f"(load average {loads['synthetic']:.2f} at the start)",
         "",
         *table(syn_res, hand, floor),
         "",
@@ -444,7 +520,8 @@ def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds)
         f"(invoke), {syn_res['product ParallelFusionRetriever.ainvoke']['p50'] / syn_res['floor StateGraph.ainvoke']['p50']:.2f}× "  # noqa: E501
         "(ainvoke vs floor ainvoke).",
         "",
-        "## Real branches: BM25 + Qdrant Edge (embedded defaults) over examples/corpus",
+        "## Real branches: BM25 + Qdrant Edge (embedded defaults) over examples/corpus "
+        f"(load average {loads['real']:.2f} at the start)",
         "",
         *table(real_res, hand, floor),
         "",
@@ -457,7 +534,8 @@ def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds)
     if sci_res is not None:
         lines += [
             "## Real branches on SciFact: BM25 + Qdrant Edge (embedded defaults) over 5,183 "
-            f"abstracts, {args.scifact_requests} requests, a new query text every call",
+            f"abstracts, {args.scifact_requests} requests, a new query text every call "
+            f"(load average {loads['scifact']:.2f} at the start)",
             "",
             *table(sci_res, hand, floor),
             "",
@@ -465,13 +543,16 @@ def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds)
             f"**{sci_res[prod]['p50'] / sci_res[hand]['p50']:.2f}×** (invoke), "
             f"{sci_res['product ParallelFusionRetriever.ainvoke']['p50'] / sci_res[hand]['p50']:.2f}× "  # noqa: E501
             "(ainvoke); product ≤ EnsembleRetriever.invoke: "
-            f"**{sci_res[prod]['p50']:.2f} vs {sci_res['EnsembleRetriever.invoke']['p50']:.2f} "
-            "ms**.",
+            f"**{sci_res[prod]['p50']:.2f} vs {sci_res[ens]['p50']:.2f} ms** p50 "
+            f"(CPU {sci_res[prod]['cpu']:.2f} vs {sci_res[ens]['cpu']:.2f}; "
+            f"ainvoke {sci_res[prod_async]['p50']:.2f} ms; without the query prefetch "
+            f"{sci_res[prod + before]['p50']:.2f} ms, ainvoke "
+            f"{sci_res[prod_async + before]['p50']:.2f} ms).",
             "",
         ]
     lines += [
         f"## Fan-out: N branches sleeping 100 ms each ({args.fanout_reps} requests per cell), "
-        "p50 ms (× slowest branch)",
+        f"p50 ms (× slowest branch; load average {loads['fanout']:.2f} at the start)",
         "",
     ]
     names = list(fan[0]["results"])
