@@ -80,6 +80,11 @@ PREFETCH_WORKERS = 2
 PREFETCH_LIMIT = 8
 """Prefetches queued or running at once in a process; past that a prefetch is not started (the
 branch embeds its query itself, as without prefetching)."""
+PREFETCH_START_WAIT = 0.002
+"""Seconds ``prefetch_query`` waits, at most, for an idle prefetch thread to take the text. A
+new thread needs the GIL to start, and a caller busy in Python keeps it for up to the
+interpreter's switch interval (5 ms): without this short blocking wait the encode would start
+only when the caller next blocks, often too late to overlap with anything."""
 
 
 class _Prefetcher:
@@ -128,11 +133,12 @@ class _Pending:
     prefetch that has not started yet is taken by the first caller that needs the vector);
     ``done`` is set when it has finished, either way."""
 
-    __slots__ = ("claimed", "done")
+    __slots__ = ("claimed", "done", "taken")
 
     def __init__(self, claimed: bool) -> None:
         self.claimed = claimed
         self.done = threading.Event()
+        self.taken = threading.Event()  # a prefetch thread has picked the entry up
 
 
 class QueryOnceEmbeddings(WrappedEmbeddings):
@@ -200,6 +206,7 @@ class QueryOnceEmbeddings(WrappedEmbeddings):
         with self._lock:
             if text in self._vectors or text in self._pending:
                 return False
+            idle = prefetcher.in_flight < PREFETCH_WORKERS
             if not prefetcher.take():
                 return False
             pending = self._pending[text] = _Pending(claimed=False)
@@ -212,11 +219,14 @@ class QueryOnceEmbeddings(WrappedEmbeddings):
             pending.done.set()
             prefetcher.give()
             return False
+        if idle:  # hand the GIL over until the thread has it (see PREFETCH_START_WAIT)
+            pending.taken.wait(PREFETCH_START_WAIT)
         return True
 
     def _run_prefetch(self, text: str, pending: _Pending, prefetcher: _Prefetcher) -> None:
         try:
             with self._lock:
+                pending.taken.set()
                 if pending.claimed:  # a caller took it over while it waited for a thread
                     return
                 pending.claimed = True
