@@ -13,6 +13,8 @@ Layout under ``path`` (default ``.parallel-rag/qdrant_edge``)::
     COLLECTION/CURRENT               the live revision's directory name (replaced atomically)
     COLLECTION/<revision>/           one Qdrant Edge shard (segments, WAL, its config)
     COLLECTION/<revision>/parallel_rag.json   embedding identity, dimension, chunk count
+    COLLECTION/<revision>/sentences/          the chunks' sentence vectors, a second shard
+                                              (with ``passages.sentence_weight`` above 0)
 
 Readers never open the shard being written: a write copies the live revision into a staging
 directory, applies the deletes and upserts there, builds the index, flushes, and publishes it
@@ -30,6 +32,8 @@ from __future__ import annotations
 import bisect
 import fcntl
 import json
+import math
+import re
 import shutil
 import threading
 import time
@@ -39,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.atomic_files import STAGING_MARK, write_directory, write_file
@@ -85,13 +90,21 @@ MANIFEST_FILE = "parallel_rag.json"
 REVISION_PREFIX = "rev-"
 WRITE_BATCH = 1024
 PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
+SENTENCE_OVERFETCH = 4  # sentence points asked per chunk wanted
+SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
+DEFAULT_SENTENCE_WEIGHT = 0.5
 
 
 class PassageSettings(BaseModel):
     """How a long chunk is split for the dense index: windows of ``max_tokens`` word pieces
     (measured with the embedding model's tokenizer, its special tokens included) starting every
     ``stride`` word pieces (windows cut between words), the last one ending with the text; the
-    chunk's title (its ``title`` metadata, or a short first line) leads every passage."""
+    chunk's title (its ``title`` metadata, or a short first line) leads every passage.
+
+    With ``sentence_weight`` above 0 each chunk's sentences (``chunk_sentences``) are embedded
+    too, and a chunk is scored by its best passage and its best sentence together: a short
+    query that restates one sentence of a long chunk (a claim and its evidence) matches that
+    sentence better than any 256-word-piece window around it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -105,6 +118,14 @@ class PassageSettings(BaseModel):
         gt=0,
         description="word pieces between passage starts; default: a whole passage (no overlap "
         "but for the last passage, which ends with the text)",
+    )
+    sentence_weight: float = Field(
+        default=DEFAULT_SENTENCE_WEIGHT,
+        ge=0,
+        le=1,
+        description="a chunk's score is (1 - w) x its best passage's similarity + w x its best "
+        "sentence's; its sentences are embedded at ingest into a second shard. 0.5 wins on the "
+        "training splits (bench/FUSION-RESULTS.md); 0: no sentence vectors, best passage only",
     )
 
 
@@ -235,15 +256,20 @@ def passage_splitter(
 
 
 def passage_points(
-    batch: ChunkBatch, passages: PassageSettings, model: str, device: str
+    batch: ChunkBatch,
+    passages: PassageSettings,
+    model: str,
+    device: str,
+    sentence_counts: Sequence[int] | None = None,
 ) -> list[Point]:
     """The points of a batch: one per chunk the model reads whole (its batch vector), else one
     per passage. The first passage is what the model reads of the whole chunk when passages
     are as long as the model's input, so it keeps the batch vector; the others are embedded
-    here with the shared model."""
+    here with the shared model. ``sentence_counts`` (each chunk's sentence points) go into
+    every point's payload, so a search can find the sentences of a chunk it met by a passage."""
     # a text has at most as many word pieces as characters: short texts need no tokenizer
     if max(map(len, batch.texts)) <= (passages.max_tokens or 128) - SPECIAL_TOKENS:
-        return chunk_points(batch)
+        return chunk_points(batch, sentence_counts)
     embeddings = load_embeddings(model, device)
     splitter = passage_splitter(embeddings, model, passages)
     vectors = batch.vectors or []
@@ -271,23 +297,82 @@ def passage_points(
         metadata = dict(batch.metadatas[i])
         for n in range(len(parts)):
             vector = embedded.get((i, n), vectors[i] if n == 0 else None)
-            payload: dict[str, Any] = {"id": chunk_id, "metadata": metadata, "passage": n}
+            payload: dict[str, Any] = {
+                "id": chunk_id,
+                "metadata": metadata,
+                "passage": n,
+                "passages": len(parts),
+            }
+            if sentence_counts is not None:
+                payload["sentences"] = sentence_counts[i]
             if n == 0:
                 payload["content"] = batch.texts[i]
             points.append(Point(passage_point_id(chunk_id, n), [float(x) for x in vector], payload))
     return points
 
 
-def chunk_points(batch: ChunkBatch) -> list[Point]:
-    """One point per chunk, its batch vector (no passages)."""
-    return [
-        Point(
-            point_id(batch.ids[i]),
-            [float(x) for x in batch.vectors[i]],
-            {"id": str(batch.ids[i]), "content": batch.texts[i], "metadata": dict(meta)},
-        )
-        for i, meta in enumerate(batch.metadatas)
-    ]
+def chunk_points(batch: ChunkBatch, sentence_counts: Sequence[int] | None = None) -> list[Point]:
+    """One point per chunk, its batch vector (no passages); with ``sentence_counts``, each
+    chunk's count of sentence points in its payload."""
+    points = []
+    for i, meta in enumerate(batch.metadatas):
+        payload = {"id": str(batch.ids[i]), "content": batch.texts[i], "metadata": dict(meta)}
+        if sentence_counts is not None:
+            payload["sentences"] = sentence_counts[i]
+        points.append(Point(point_id(batch.ids[i]), [float(x) for x in batch.vectors[i]], payload))
+    return points
+
+
+# a sentence ends at . ! or ? followed by a space and a capital, a digit or an opening mark
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+_LIST_MARKER = re.compile(r"^[-*\u2022]\s+")
+
+
+def chunk_sentences(text: str) -> list[str]:
+    """The sentences of a chunk, each embedded on its own when ``sentence_weight`` is on: every
+    line's sentences; markdown headings and short lines without closing punctuation (a title,
+    a label) are not sentences, and a list marker is not part of one."""
+    sentences: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = _LIST_MARKER.sub("", line)
+        if len(line.split()) < 5 and not line.endswith((".", "!", "?")):
+            continue
+        sentences.extend(part.strip() for part in _SENTENCE_END.split(line) if part.strip())
+    return sentences
+
+
+def sentence_point_id(chunk_id: str, number: int) -> str:
+    """The point of a chunk's sentence ``number`` in the sentence shard."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#sentence-{number}"))
+
+
+def sentence_points(
+    batch: ChunkBatch, sentences: Sequence[Sequence[str]], model: str, device: str
+) -> list[Point]:
+    """One point per sentence of each chunk (``sentences[i]`` are chunk ``i``'s), embedded
+    with the shared model, each distinct text once; payload: the chunk id, its metadata (for
+    filters and deletes) and the sentence number."""
+    unique = list(dict.fromkeys(text for parts in sentences for text in parts))
+    if not unique:
+        return []
+    embeddings = load_embeddings(model, device)
+    vectors: dict[str, Any] = {}
+    for start in range(0, len(unique), WRITE_BATCH):
+        part = unique[start : start + WRITE_BATCH]
+        vectors.update(zip(part, embeddings.embed_documents(part), strict=True))
+    points = []
+    for i, parts in enumerate(sentences):
+        chunk_id = str(batch.ids[i])
+        metadata = dict(batch.metadatas[i])
+        for n, text in enumerate(parts):
+            payload = {"id": chunk_id, "metadata": metadata, "sentence": n}
+            points.append(
+                Point(sentence_point_id(chunk_id, n), [float(x) for x in vectors[text]], payload)
+            )
+    return points
 
 
 def edge_filter(filters: MetadataFilter | None) -> Filter | None:
@@ -325,6 +410,10 @@ class OpenRevision:
         self.revision = revision
         self.manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
         self.shard = EdgeShard.load(str(folder))
+        sentences = folder / SENTENCES_DIR
+        self.sentences = (
+            EdgeShard.load(str(sentences)) if (sentences / "edge_config.json").is_file() else None
+        )
 
 
 _open: dict[Path, OpenRevision] = {}
@@ -411,8 +500,14 @@ def write_chunks(
     directory = settings.store_dir(base_dir)
     identity = embedding_identity(embedding_model)
     batch = ChunkBatch(ids=ids, texts=texts, metadatas=metadatas, vectors=vectors)
+    weight = settings.passages.sentence_weight if settings.passages is not None else 0.0
+    sentences = [chunk_sentences(text) for text in texts] if weight > 0 else None
+    counts = [len(parts) for parts in sentences] if sentences is not None else None
+    extra: list[Point] = []
     if settings.passages is not None and ids:  # embedding is slow: before taking the lock
-        points = passage_points(batch, settings.passages, embedding_model, device)
+        points = passage_points(batch, settings.passages, embedding_model, device, counts)
+        if sentences is not None:
+            extra = sentence_points(batch, sentences, embedding_model, device)
     else:
         points = chunk_points(batch) if ids else []
     passages = settings.passages.model_dump() if settings.passages is not None else None
@@ -435,18 +530,20 @@ def write_chunks(
         dimension = manifest["dimension"] if manifest else len(vectors[0])
         revision = f"{REVISION_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:8]}"
 
-        def fill(staging: Path) -> None:
-            if old:
-                shutil.copytree(directory / old, staging, dirs_exist_ok=True)
-                shard = EdgeShard.load(str(staging), shard_config(settings, dimension))
+        def apply(folder: Path, existing: bool, new_points: list[Point]) -> int:
+            """Deletes and upserts on one shard of the staging revision; its point count."""
+            config = shard_config(settings, dimension)
+            if existing:
+                shard = EdgeShard.load(str(folder), config)
             else:
-                shard = EdgeShard.create(str(staging), shard_config(settings, dimension))
+                folder.mkdir(parents=True, exist_ok=True)
+                shard = EdgeShard.create(str(folder), config)
             try:
                 if replace_file_ids:
                     shard.update(
                         UpdateOperation.delete_points_by_filter(files_filter(replace_file_ids))
                     )
-                if old and ids:  # a chunk written again may now have fewer passages
+                if existing and ids:  # a chunk written again may now have fewer passages
                     for start in range(0, len(ids), WRITE_BATCH):
                         written = [str(i) for i in ids[start : start + WRITE_BATCH]]
                         shard.update(
@@ -454,18 +551,34 @@ def write_chunks(
                                 Filter(must=[FieldCondition(key="id", match=MatchAny(written))])
                             )
                         )
-                for start in range(0, len(points), WRITE_BATCH):
-                    shard.update(UpdateOperation.upsert_points(points[start : start + WRITE_BATCH]))
+                for start in range(0, len(new_points), WRITE_BATCH):
+                    part = new_points[start : start + WRITE_BATCH]
+                    shard.update(UpdateOperation.upsert_points(part))
                 shard.optimize()
                 shard.flush()
-                count = shard.info().points_count
+                return shard.info().points_count
             finally:
                 shard.close()
+
+        def fill(staging: Path) -> None:
+            if old:
+                shutil.copytree(directory / old, staging, dirs_exist_ok=True)
+            count = apply(staging, bool(old), points)
+            sentence_dir = staging / SENTENCES_DIR
+            if sentences is not None:
+                # a sentence shard needs every chunk's sentences: ingest writes every file
+                # again when the passage settings change (QdrantEdgeStore.fingerprints)
+                existing = (sentence_dir / "edge_config.json").is_file()
+                sentence_count = apply(sentence_dir, existing, extra)
+            else:
+                shutil.rmtree(sentence_dir, ignore_errors=True)
+                sentence_count = 0
             record = {
                 "embedding": identity,
                 "dimension": dimension,
                 "chunks": count,  # points: a chunk split into passages counts each
                 "passages": passages,
+                "sentences": sentence_count,
             }
             write_file(staging / MANIFEST_FILE, json.dumps(record))
 
@@ -500,6 +613,39 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
         embedded = load_embeddings(self.embedding_model, self.device).embed_query(query)
         vector = [float(x) for x in embedded]
         k = k or self.k
+        weight = sentence_weight(held)
+        # a sentence-weighted score is settled after the search: no threshold on the passages
+        threshold = None if weight else self.score_threshold
+        best = self._best_passages(held, vector, k, filters, threshold)
+        if weight:
+            found = [scored_hit(hit) for hit in best.values()]
+            ranked = mixed_scores(held, vector, found, k, filters, weight, self.settings.hnsw_ef)
+            if self.score_threshold is not None:
+                ranked = [h for h in ranked if h["score"] >= self.score_threshold]
+            top = ranked[:k]
+        else:
+            top = [scored_hit(hit) for hit in list(best.values())[:k]]
+        missing = [h["id"] for h in top if h["content"] is None]
+        contents = chunk_contents(held.shard, missing)
+        return [
+            scored_document(
+                h["id"],
+                h["content"] if h["content"] is not None else contents.get(h["id"], ""),
+                h["metadata"],
+                h["score"],
+            )
+            for h in top
+        ]
+
+    def _best_passages(
+        self,
+        held: OpenRevision,
+        vector: list[float],
+        k: int,
+        filters: MetadataFilter | None,
+        threshold: float | None,
+    ) -> dict[str, Any]:
+        """The best ``k`` or more chunks by their best passage (chunk id -> that hit)."""
         # a chunk indexed as passages has several points: ask for more, keep each chunk's best
         limit = k * PASSAGE_OVERFETCH if held.manifest.get("passages") else k
         total = held.manifest.get("chunks") or limit
@@ -509,26 +655,114 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
                     limit=limit,
                     query=Query.Nearest(vector),
                     filter=edge_filter(filters),
-                    score_threshold=self.score_threshold,
+                    score_threshold=threshold,
                     params=SearchParams(hnsw_ef=max(self.settings.hnsw_ef, limit)),
                     with_payload=True,
                 )
             )
             best = best_per_chunk(hits)
             if len(best) >= k or len(hits) < limit or limit >= total:
-                break
+                return best
             limit = min(limit * 2, total)
-        top = list(best.values())[:k]
-        contents = chunk_contents(held.shard, [h for h in top if "content" not in h.payload])
-        return [
-            scored_document(
-                hit.payload.get("id", str(hit.id)),
-                hit.payload.get("content", contents.get(hit.payload.get("id"), "")),
-                hit.payload.get("metadata") or {},
-                hit.score,
-            )
-            for hit in top
-        ]
+
+
+def sentence_weight(held: OpenRevision) -> float:
+    """The revision's sentence weight: 0 when it has no sentence shard (built without one,
+    or before sentences existed)."""
+    if not held.manifest.get("sentences") or held.sentences is None:
+        return 0.0
+    return float((held.manifest.get("passages") or {}).get("sentence_weight") or 0.0)
+
+
+def scored_hit(hit: Any) -> dict[str, Any]:
+    """A chunk as the search met it: id, content (None unless the hit carries it), metadata,
+    score (its best passage), and its sentence count when the payload says."""
+    payload = hit.payload or {}
+    return {
+        "id": payload.get("id", str(hit.id)),
+        "content": payload.get("content"),
+        "metadata": payload.get("metadata") or {},
+        "score": float(hit.score),
+        "sentences": payload.get("sentences"),
+    }
+
+
+def _unit(vector: Sequence[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm > 0 and math.isfinite(norm) else array
+
+
+def _best_similarity(
+    shard: EdgeShard, ids: Sequence[str], query: np.ndarray
+) -> tuple[float | None, list[Any]]:
+    """The highest cosine similarity between ``query`` (unit length) and the points ``ids``
+    (stored at unit length for the cosine distance), and the records read."""
+    if not ids:
+        return None, []
+    records = shard.retrieve(list(ids), with_payload=True, with_vector=True)
+    vectors = [r.vector for r in records if isinstance(r.vector, list) and r.vector]
+    if not vectors:
+        return None, records
+    return float(np.max(np.asarray(vectors, dtype=np.float32) @ query)), records
+
+
+def mixed_scores(
+    held: OpenRevision,
+    vector: list[float],
+    found: list[dict[str, Any]],
+    k: int,
+    filters: MetadataFilter | None,
+    weight: float,
+    hnsw_ef: int,
+) -> list[dict[str, Any]]:
+    """Chunks scored ``(1 - weight) x best passage + weight x best sentence``, best first.
+
+    Candidates are the chunks the passage search found and those the sentence shard's search
+    finds (``SENTENCE_OVERFETCH`` sentences per chunk wanted); a candidate one search missed
+    gets that score computed exactly from its stored vectors. A chunk without sentences is
+    scored by its best passage alone."""
+    assert held.sentences is not None
+    query = _unit(vector)
+    limit = k * SENTENCE_OVERFETCH
+    hits = held.sentences.query(
+        QueryRequest(
+            limit=limit,
+            query=Query.Nearest(vector),
+            filter=edge_filter(filters),
+            params=SearchParams(hnsw_ef=max(hnsw_ef, limit)),
+            with_payload=True,
+        )
+    )
+    best_sentence = {chunk: float(hit.score) for chunk, hit in best_per_chunk(hits).items()}
+    candidates = {h["id"]: h for h in found}
+    for chunk in best_sentence:
+        if chunk in candidates:
+            continue
+        # met by a sentence only: its passages (the first one carries the count and content)
+        score, records = _best_similarity(held.shard, [point_id(chunk)], query)
+        if score is None:
+            continue  # not in the passage shard (a half-deleted chunk): skip it
+        first = records[0].payload or {}
+        more = [passage_point_id(chunk, n) for n in range(1, int(first.get("passages") or 1))]
+        other, _ = _best_similarity(held.shard, more, query)
+        candidates[chunk] = {
+            "id": chunk,
+            "content": first.get("content"),
+            "metadata": first.get("metadata") or {},
+            "score": max(score, other) if other is not None else score,
+            "sentences": first.get("sentences"),
+        }
+    ranked = []
+    for position, (chunk, hit) in enumerate(candidates.items()):
+        sentence = best_sentence.get(chunk)
+        if sentence is None and hit["sentences"]:
+            ids = [sentence_point_id(chunk, n) for n in range(int(hit["sentences"]))]
+            sentence, _ = _best_similarity(held.sentences, ids, query)
+        passage = hit["score"]
+        score = passage if sentence is None else (1 - weight) * passage + weight * sentence
+        ranked.append((-score, position, {**hit, "score": score}))
+    return [entry for _, _, entry in sorted(ranked, key=lambda e: (e[0], e[1]))]
 
 
 def best_per_chunk(hits: Sequence[Any]) -> dict[str, Any]:
@@ -539,12 +773,11 @@ def best_per_chunk(hits: Sequence[Any]) -> dict[str, Any]:
     return best
 
 
-def chunk_contents(shard: EdgeShard, hits: Sequence[Any]) -> dict[str, str]:
+def chunk_contents(shard: EdgeShard, ids: Sequence[str]) -> dict[str, str]:
     """The content of chunks whose best hit is a later passage (only the chunk's own point,
     passage 0, carries it)."""
-    if not hits:
+    if not ids:
         return {}
-    ids = [hit.payload["id"] for hit in hits]
     records = shard.retrieve([point_id(i) for i in ids], with_payload=True, with_vector=False)
     return {(r.payload or {}).get("id"): (r.payload or {}).get("content", "") for r in records}
 

@@ -41,6 +41,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 from parallel_rag.backends.embeddings import BUNDLED  # noqa: E402
+from parallel_rag.backends.qdrant_edge import PassageSettings  # noqa: E402
 
 from bench.data import (  # noqa: E402
     REPO_ROOT,
@@ -56,7 +57,9 @@ CACHE_DIR = OUT_DIR / "cache"
 WORK_DIR = OUT_DIR / "fusion"
 RESULTS_MD = REPO_ROOT / "bench" / "FUSION-RESULTS.md"
 LEX, DENSE = "lexical", "dense"
-PASSAGES_ON = {}  # ``passages:`` with its defaults (the model's input length, no overlap)
+# ``passages:`` with its defaults (the model's input length, no overlap, the sentence weight),
+# spelled out so that an index built under other defaults is built again
+PASSAGES_ON = PassageSettings().model_dump()
 VASWANI = "vaswani"
 RRF_K_GRID = (5, 10, 20, 60)
 RRF_WEIGHT_GRID = (0.25, 0.5, 0.75, 1.0)
@@ -427,7 +430,15 @@ def edge_reads_the_cache(cached) -> Iterator[None]:
         qdrant_edge.load_embeddings = original
 
 
-VARIANTS = {False: "one vector per document", True: "passages, best passage"}
+VARIANTS = {
+    False: "one vector per document",
+    True: (
+        f"passages and sentences, {1 - PASSAGES_ON['sentence_weight']:g} x best passage + "
+        f"{PASSAGES_ON['sentence_weight']:g} x best sentence"
+        if PASSAGES_ON["sentence_weight"]
+        else "passages, best passage"
+    ),
+}
 
 
 def report_rows(
@@ -656,7 +667,9 @@ def render(results: dict[str, Any]) -> str:
         "embedded Qdrant Edge, the default store: one vector per document, or with `passages` "
         "each document longer than the model's 256 word pieces split into 256-word-piece "
         "passages, the title leading each, the last one ending with the text, and a document "
-        f"scored by its best passage; the shipped default: {results['tuning']['variant']}), each "
+        "scored by its best passage, or with the passages' `sentence_weight` w by (1 - w) x its "
+        "best passage + w x its best sentence (each sentence embedded on its own); the shipped "
+        f"default: {results['tuning']['variant']}), each "
         f"asked for {results['depth']} candidates; the fused list is cut "
         f"to {results['depth']}. Methods: `rrf` (1/(k+rank)); `minmax`, `zscore`, `dbsf` "
         "(weighted sum of per-branch normalised scores; dbsf maps mean - 3 std to 0 and mean + "

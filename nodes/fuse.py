@@ -16,7 +16,10 @@ order). A branch reranked before fusion is normalised on its rerank scores (the 
 its unscored tail counts 0. A branch whose scores are missing, not finite, or not descending with
 rank (a foreign retriever, a distance instead of a similarity) is normalised on reciprocal-rank
 pseudo-scores ``1 / (k + rank)`` instead, so it still takes part with its order. A branch whose
-scores do not spread (one hit, all equal) gives each hit 0.5, as Qdrant does.
+scores do not spread (one hit, all equal) gives each hit 1, the branch's best: a lexical branch
+whose only hit is the one document holding a rare query term counts it in full. (Qdrant gives
+such hits 0.5; at 0.5 that lone lexical hit falls out of the fused top 3 of the example questions
+once the dense branch scores sentences too, and no training query has such a branch.)
 
 Branches arrive in no fixed order (parallel writes), so they are first put in (view, retriever)
 order; that order decides which copy of a duplicate is kept and which document "appeared first".
@@ -49,7 +52,7 @@ DEFAULT_RRF_K = 60
 DEFAULT_FUSION_METHOD: FusionMethod = "minmax"
 DEFAULT_FUSION_K = DEFAULT_RRF_K
 DEFAULT_DENSE_WEIGHT = 0.75
-FLAT_SCORE = 0.5  # every hit of a branch whose scores do not spread
+FLAT_SCORE = 1.0  # every hit of a branch whose scores do not spread: each is its best
 
 
 def order_branches(branches: Iterable[BranchResult]) -> list[BranchResult]:

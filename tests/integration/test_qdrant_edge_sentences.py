@@ -1,0 +1,225 @@
+"""Dense scored by passages and sentences together (``qdrant_edge`` ``passages.sentence_weight``):
+each chunk's sentences are embedded at ingest into the revision's sentence shard, and a chunk's
+score is ``(1 - w) x best passage + w x best sentence``, exactly, whichever search met it. Real
+parts: the packaged MiniLM, ingest's code path, the embedded Qdrant Edge store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from parallel_rag.backends.base import BackendContext
+from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.qdrant_edge import (
+    DEFAULT_SENTENCE_WEIGHT,
+    SENTENCES_DIR,
+    QdrantEdgeSettings,
+    QdrantEdgeStore,
+    chunk_sentences,
+    open_revision,
+    passage_splitter,
+    write_chunks,
+)
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
+from parallel_rag.graph.loading import parse_config
+from parallel_rag.studio.ingestion import ingest_paths
+
+pytestmark = pytest.mark.integration
+EdgeEntry = ENTRY_MODELS["qdrant_edge"]
+
+# Each record: a title line, then sentences; the claim restates one sentence of "statins".
+RECORDS = [
+    (
+        "statins",
+        "Cholesterol therapy in older adults",
+        "Lipid lowering is common in clinical practice. Many trials enrolled middle-aged men. "
+        "Statin therapy reduced the rate of stroke in patients over seventy by a third. "
+        "Adverse events were mostly muscle pain. Adherence fell after two years.",
+    ),
+    (
+        "stroke",
+        "Stroke rehabilitation",
+        "Stroke survivors benefit from early mobilisation. Physiotherapy improves gait. "
+        "Speech therapy helps aphasia after a stroke in older patients.",
+    ),
+    (
+        "muscle",
+        "Exercise and muscle",
+        "Resistance training builds muscle in adults of every age. Protein intake matters too.",
+    ),
+    (
+        "sleep",
+        "Sleep and memory",
+        "Sleep consolidates memories. Deprivation impairs attention the next day.",
+    ),
+    ("label", "Short note", "no sentence here"),
+]
+CLAIM = "Statins lower stroke risk in people older than seventy."
+
+
+def write_corpus(folder: Path) -> None:
+    lines = [
+        json.dumps({"id": i, "title": t, "text": x, "metadata": {"group": i[0]}})
+        for i, t, x in RECORDS
+    ]
+    (folder / "records.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def ingest(base_dir: Path, passages) -> dict:
+    corpus = base_dir / "corpus"
+    corpus.mkdir()
+    write_corpus(corpus)
+    entry = {
+        "name": "dense",
+        "backend": "qdrant_edge",
+        "backend_config": {"path": "edge", "passages": passages},
+    }
+    config = parse_config(
+        {"retrievers": [{"name": "lexical", "backend": "bm25"}, entry], "generator": {}}
+    )
+    ingest_paths([corpus], config, base_dir, progress=False, chunk_size=20_000)
+    return entry
+
+
+def retriever(entry: dict, base_dir: Path):
+    return build_retriever(EdgeEntry.model_validate(entry), base_dir, EmbeddingsConfig())
+
+
+def exact_scores(weight: float, query: str) -> dict[str, float]:
+    """Each record's score computed by hand with the model: its best passage (the whole text
+    here: every record is shorter than the model reads) and its best sentence."""
+    model = load_embeddings()
+    q = np.asarray(model.embed_query(query))
+    scores = {}
+    for record_id, title, text in RECORDS:
+        content = f"{title}\n{text}"
+        passage = float(np.asarray(model.embed_documents([content])[0]) @ q)
+        sentences = chunk_sentences(content)
+        if sentences:
+            best = float(np.max(np.asarray(model.embed_documents(sentences)) @ q))
+            scores[record_id] = (1 - weight) * passage + weight * best
+        else:
+            scores[record_id] = passage
+    return scores
+
+
+@pytest.fixture(scope="module")
+def with_sentences(tmp_path_factory):
+    base_dir = tmp_path_factory.mktemp("sentences")
+    return base_dir, ingest(base_dir, {})
+
+
+def test_chunk_sentences_skip_titles_headings_and_list_markers():
+    text = "# Heading\nA title line\n- First point is here. Second one follows!\nshort label"
+    assert chunk_sentences(text) == ["First point is here.", "Second one follows!"]
+    assert chunk_sentences("Ends with a stop.") == ["Ends with a stop."]
+    assert chunk_sentences("e.g. lower case after a stop. Stays one sentence.") == [
+        "e.g. lower case after a stop.",
+        "Stays one sentence.",
+    ]
+
+
+def test_the_default_embeds_every_sentence_into_the_sentence_shard(with_sentences):
+    base_dir, _ = with_sentences
+    assert DEFAULT_SENTENCE_WEIGHT == 0.5
+    held = open_revision(QdrantEdgeSettings(path="edge").store_dir(base_dir))
+    expected = sum(len(chunk_sentences(f"{t}\n{x}")) for _, t, x in RECORDS)
+    assert held.manifest["sentences"] == expected == held.sentences.info().points_count
+    assert held.shard.info().points_count == len(RECORDS)  # passages: one each here
+    assert held.manifest["passages"]["sentence_weight"] == DEFAULT_SENTENCE_WEIGHT
+
+
+def test_scores_are_the_exact_mix_of_best_passage_and_best_sentence(with_sentences):
+    base_dir, entry = with_sentences
+    expected = exact_scores(DEFAULT_SENTENCE_WEIGHT, CLAIM)
+    for k in (1, 2, len(RECORDS)):
+        docs = retriever(entry, base_dir).invoke(CLAIM, k=k)
+        ranked = sorted(expected, key=expected.get, reverse=True)[:k]
+        assert [d.metadata["record_id"] for d in docs] == ranked
+        for doc in docs:
+            assert doc.metadata["retrieval_score"] == pytest.approx(
+                expected[doc.metadata["record_id"]], abs=1e-4
+            )
+            assert doc.page_content.startswith(
+                next(t for i, t, _ in RECORDS if i == doc.metadata["record_id"])
+            )
+    assert docs[0].metadata["record_id"] == "statins"
+
+
+def test_weight_zero_keeps_the_best_passage_alone_and_no_sentence_shard(tmp_path):
+    entry = ingest(tmp_path, {"sentence_weight": 0})
+    directory = QdrantEdgeSettings(path="edge").store_dir(tmp_path)
+    held = open_revision(directory)
+    assert held.sentences is None and held.manifest["sentences"] == 0
+    assert not (directory / held.revision / SENTENCES_DIR).exists()
+    expected = exact_scores(0.0, CLAIM)
+    docs = retriever(entry, tmp_path).invoke(CLAIM, k=len(RECORDS))
+    assert [d.metadata["record_id"] for d in docs] == sorted(
+        expected, key=expected.get, reverse=True
+    )
+    for doc in docs:
+        assert doc.metadata["retrieval_score"] == pytest.approx(
+            expected[doc.metadata["record_id"]], abs=1e-4
+        )
+
+
+def test_filters_and_thresholds_apply_to_the_mixed_score(with_sentences):
+    base_dir, entry = with_sentences
+    dense = retriever(entry, base_dir)
+    found = dense.invoke(CLAIM, k=5, filters={"group": "m"})
+    assert [d.metadata["record_id"] for d in found] == ["muscle"]
+    expected = exact_scores(DEFAULT_SENTENCE_WEIGHT, CLAIM)
+    cut = (expected["statins"] + sorted(expected.values())[-2]) / 2
+    strict = retriever({**entry, "similarity_threshold": round(cut, 4)}, base_dir)
+    assert [d.metadata["record_id"] for d in strict.invoke(CLAIM, k=5)] == ["statins"]
+
+
+def test_a_chunk_written_again_keeps_no_stale_sentences(tmp_path):
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    model = load_embeddings()
+
+    def put(content: str, replace: list[str]) -> None:
+        write_chunks(
+            settings,
+            None,
+            ids=["note"],
+            texts=[content],
+            metadatas=[{"file_id": "f"}],
+            vectors=model.embed_documents([content]),
+            replace_file_ids=replace,
+        )
+
+    put("Note\nOne sentence here. Two sentences here. Three sentences here.", [])
+    assert open_revision(settings.store_dir()).sentences.info().points_count == 3
+    put("Note\nOnly one sentence is left now.", [])
+    assert open_revision(settings.store_dir()).sentences.info().points_count == 1
+    write_chunks(settings, None, ids=[], texts=[], metadatas=[], vectors=[], replace_file_ids=["f"])
+    held = open_revision(settings.store_dir())
+    assert held.shard.info().points_count == 0 and held.sentences.info().points_count == 0
+
+
+def test_a_changed_sentence_weight_writes_every_file_again(with_sentences):
+    base_dir, entry = with_sentences
+    settings = EdgeEntry.model_validate(entry).backend_config
+    context = BackendContext(base_dir, BUNDLED, "cpu")
+    held = open_revision(settings.store_dir(base_dir))
+    file_ids = sorted({r.payload["metadata"]["file_id"] for r in _records(held)})
+    assert QdrantEdgeStore(settings, context).fingerprints(file_ids)
+    other = settings.model_copy(
+        update={"passages": settings.passages.model_copy(update={"sentence_weight": 0.3})}
+    )
+    assert QdrantEdgeStore(other, context).fingerprints(file_ids) is None
+
+
+def test_records_fit_what_the_model_reads():
+    splitter = passage_splitter(load_embeddings(), BUNDLED, QdrantEdgeSettings().passages)
+    assert all(splitter.count(f"{t}\n{x}") <= splitter.room for _, t, x in RECORDS)
+
+
+def _records(held):
+    from qdrant_edge import ScrollRequest
+
+    return held.shard.scroll(ScrollRequest(limit=100, with_payload=True))[0]
