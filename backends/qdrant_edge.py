@@ -693,18 +693,26 @@ def _unit(vector: Sequence[float]) -> np.ndarray:
     return array / norm if norm > 0 and math.isfinite(norm) else array
 
 
-def _best_similarity(
-    shard: EdgeShard, ids: Sequence[str], query: np.ndarray
-) -> tuple[float | None, list[Any]]:
-    """The highest cosine similarity between ``query`` (unit length) and the points ``ids``
-    (stored at unit length for the cosine distance), and the records read."""
-    if not ids:
-        return None, []
-    records = shard.retrieve(list(ids), with_payload=True, with_vector=True)
-    vectors = [r.vector for r in records if isinstance(r.vector, list) and r.vector]
-    if not vectors:
-        return None, records
-    return float(np.max(np.asarray(vectors, dtype=np.float32) @ query)), records
+def _best_per_chunk(
+    shard: EdgeShard, owners: dict[str, str], query: np.ndarray, payload: bool = False
+) -> dict[str, tuple[float, Any]]:
+    """Per chunk, the highest cosine similarity between ``query`` (unit length) and its points
+    among ``owners`` (point id -> chunk id; stored at unit length for the cosine distance),
+    with that point's record: one read of the shard."""
+    if not owners:
+        return {}
+    records = shard.retrieve(list(owners), with_payload=payload, with_vector=True)
+    read = [(record, record.vector) for record in records]  # each vector converted once
+    kept = [(record, vector) for record, vector in read if isinstance(vector, list) and vector]
+    if not kept:
+        return {}
+    scores = np.asarray([vector for _, vector in kept], dtype=np.float32) @ query
+    best: dict[str, tuple[float, Any]] = {}
+    for (record, _), score in zip(kept, scores.tolist(), strict=True):
+        chunk = owners.get(str(record.id))
+        if chunk is not None and (chunk not in best or score > best[chunk][0]):
+            best[chunk] = (score, record)
+    return best
 
 
 def mixed_scores(
@@ -736,29 +744,41 @@ def mixed_scores(
     )
     best_sentence = {chunk: float(hit.score) for chunk, hit in best_per_chunk(hits).items()}
     candidates = {h["id"]: h for h in found}
-    for chunk in best_sentence:
-        if chunk in candidates:
-            continue
-        # met by a sentence only: its passages (the first one carries the count and content)
-        score, records = _best_similarity(held.shard, [point_id(chunk)], query)
-        if score is None:
+    # met by a sentence only: its passages (the first one carries the count and the content)
+    unmet = [chunk for chunk in best_sentence if chunk not in candidates]
+    firsts = _best_per_chunk(
+        held.shard, {point_id(chunk): chunk for chunk in unmet}, query, payload=True
+    )
+    later = {
+        passage_point_id(chunk, n): chunk
+        for chunk, (_, record) in firsts.items()
+        for n in range(1, int((record.payload or {}).get("passages") or 1))
+    }
+    others = _best_per_chunk(held.shard, later, query)
+    for chunk in unmet:
+        if chunk not in firsts:
             continue  # not in the passage shard (a half-deleted chunk): skip it
-        first = records[0].payload or {}
-        more = [passage_point_id(chunk, n) for n in range(1, int(first.get("passages") or 1))]
-        other, _ = _best_similarity(held.shard, more, query)
+        score, record = firsts[chunk]
+        first = record.payload or {}
         candidates[chunk] = {
             "id": chunk,
             "content": first.get("content"),
             "metadata": first.get("metadata") or {},
-            "score": max(score, other) if other is not None else score,
+            "score": max(score, others[chunk][0]) if chunk in others else score,
             "sentences": first.get("sentences"),
         }
+    # met by a passage only: its sentences
+    wanted = {
+        sentence_point_id(chunk, n): chunk
+        for chunk, hit in candidates.items()
+        if chunk not in best_sentence and hit["sentences"]
+        for n in range(int(hit["sentences"]))
+    }
+    for chunk, (score, _) in _best_per_chunk(held.sentences, wanted, query).items():
+        best_sentence[chunk] = score
     ranked = []
     for position, (chunk, hit) in enumerate(candidates.items()):
         sentence = best_sentence.get(chunk)
-        if sentence is None and hit["sentences"]:
-            ids = [sentence_point_id(chunk, n) for n in range(int(hit["sentences"]))]
-            sentence, _ = _best_similarity(held.sentences, ids, query)
         passage = hit["score"]
         score = passage if sentence is None else (1 - weight) * passage + weight * sentence
         ranked.append((-score, position, {**hit, "score": score}))
