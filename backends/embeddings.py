@@ -120,6 +120,16 @@ class _Prefetcher:
             return cls._current
 
 
+def _forget_prefetcher_in_child() -> None:
+    # a forked child has none of the parent's threads, and a lock held at the fork stays held
+    _Prefetcher._lock = threading.Lock()
+    _Prefetcher._current = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_prefetcher_in_child)
+
+
 def prefetches_in_flight() -> int:
     """Prefetches of this process queued or running (at most ``PREFETCH_LIMIT``)."""
     current = _Prefetcher._current

@@ -5,6 +5,8 @@ itself, and prefetching stays within a fixed number of threads and a bounded cac
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -180,6 +182,34 @@ def test_prefetching_is_bounded_in_threads_work_in_flight_and_memory():
             drained(model)
     assert len(prefetch_threads()) <= PREFETCH_WORKERS
     assert model.kept == 4 and model.in_progress == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_prefetches_on_threads_of_its_own():
+    inner = GatedEmbedder()
+    model = QueryOnceEmbeddings(inner)
+    assert model.prefetch_query("in the parent")
+    drained(model)  # the parent's prefetch threads exist now; a child inherits none of them
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 1
+        try:
+            started = model.prefetch_query("in the child")
+            same = model.embed_query("in the child") == vector("in the child")
+            code = 0 if started and same and inner.count("in the child") == 1 else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's prefetch never finished")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 # ------------------------------------------------------------------ which branches get one
