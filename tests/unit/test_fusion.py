@@ -303,7 +303,8 @@ def test_dbsf_maps_mean_plus_minus_three_std_to_zero_and_one_like_qdrant(br):
 
 
 @pytest.mark.parametrize("method", SCORE_METHODS)
-def test_a_branch_whose_scores_do_not_spread_gives_each_hit_one_half(br, method):
+def test_a_branch_whose_scores_do_not_spread_counts_each_hit_as_its_best(br, method):
+    assert FLAT_SCORE == 1.0
     assert normalise([3.0], method) == [FLAT_SCORE]
     assert normalise([2.0, 2.0, None], method) == [FLAT_SCORE, FLAT_SCORE, 0.0]
     (doc,) = score_fusion([br(0, "lex", 0, [("a", 1, 7.0)])], method=method)
