@@ -196,10 +196,12 @@ class ParallelFusionRetriever(BaseRetriever):
         profile = graph_profile(self.graph)
         if profile is None or profile.prefetch is None or not profile.prefetch.models:
             return 0
-        try:
-            knobs = knobs_from(self.context, configurable)
-        except Exception:  # noqa: BLE001 - the graph's entry refuses them with their message
-            return 0
+        knobs = None  # no knobs set: nothing to parse
+        if self.context is not None or configurable:
+            try:
+                knobs = knobs_from(self.context, configurable)
+            except Exception:  # noqa: BLE001 - the graph's entry refuses them with their message
+                return 0
         return profile.prefetch.start(query, knobs)
 
     def _request(self, query: str, top_k: int | None, filters: Mapping | None) -> dict:
