@@ -32,7 +32,6 @@ from __future__ import annotations
 import bisect
 import fcntl
 import json
-import math
 import re
 import shutil
 import threading
@@ -43,7 +42,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.atomic_files import STAGING_MARK, write_directory, write_file
@@ -72,6 +70,7 @@ from qdrant_edge import (
     EdgeVectorParams,
     FieldCondition,
     Filter,
+    HasIdCondition,
     HnswIndexConfig,
     MatchAny,
     MatchValue,
@@ -170,9 +169,14 @@ def point_id(chunk_id: str) -> str:
 def passage_point_id(chunk_id: str, number: int) -> str:
     """The point of a chunk's passage ``number``: passage 0 is the chunk's own point (which
     also holds its content), later ones get ids derived from the chunk id."""
+    return str(passage_uuid(chunk_id, number))
+
+
+def passage_uuid(chunk_id: str, number: int) -> uuid.UUID:
+    """``passage_point_id`` as a UUID (what a search hit's id is, compared without text)."""
     if number == 0:
-        return point_id(chunk_id)
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#passage-{number}"))
+        return uuid.UUID(point_id(chunk_id))
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#passage-{number}")
 
 
 class PassageSplitter:
@@ -346,7 +350,12 @@ def chunk_sentences(text: str) -> list[str]:
 
 def sentence_point_id(chunk_id: str, number: int) -> str:
     """The point of a chunk's sentence ``number`` in the sentence shard."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#sentence-{number}"))
+    return str(sentence_uuid(chunk_id, number))
+
+
+def sentence_uuid(chunk_id: str, number: int) -> uuid.UUID:
+    """``sentence_point_id`` as a UUID (what a search hit's id is, compared without text)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#sentence-{number}")
 
 
 def sentence_points(
@@ -687,31 +696,29 @@ def scored_hit(hit: Any) -> dict[str, Any]:
     }
 
 
-def _unit(vector: Sequence[float]) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(array))
-    return array / norm if norm > 0 and math.isfinite(norm) else array
-
-
 def _best_per_chunk(
-    shard: EdgeShard, owners: dict[str, str], query: np.ndarray, payload: bool = False
+    shard: EdgeShard, owners: dict[uuid.UUID, str], vector: list[float], payload: bool = False
 ) -> dict[str, tuple[float, Any]]:
-    """Per chunk, the highest cosine similarity between ``query`` (unit length) and its points
-    among ``owners`` (point id -> chunk id; stored at unit length for the cosine distance),
-    with that point's record: one read of the shard."""
+    """Per chunk, the highest similarity between ``vector`` and its points among ``owners``
+    (point UUID -> chunk id), with that point's hit: one exact search restricted to those ids,
+    so the shard scores them where the vectors live (none is copied out) and every one of
+    them is scored, whatever the index would have visited."""
     if not owners:
         return {}
-    records = shard.retrieve(list(owners), with_payload=payload, with_vector=True)
-    read = [(record, record.vector) for record in records]  # each vector converted once
-    kept = [(record, vector) for record, vector in read if isinstance(vector, list) and vector]
-    if not kept:
-        return {}
-    scores = np.asarray([vector for _, vector in kept], dtype=np.float32) @ query
+    hits = shard.query(
+        QueryRequest(
+            limit=len(owners),
+            query=Query.Nearest(vector),
+            filter=Filter(must=[HasIdCondition(set(owners))]),
+            params=SearchParams(exact=True),
+            with_payload=payload,
+        )
+    )
     best: dict[str, tuple[float, Any]] = {}
-    for (record, _), score in zip(kept, scores.tolist(), strict=True):
-        chunk = owners.get(str(record.id))
-        if chunk is not None and (chunk not in best or score > best[chunk][0]):
-            best[chunk] = (score, record)
+    for hit in hits:  # best first: a chunk's first hit is its best point
+        chunk = owners.get(hit.id)  # a UUID: no text made per hit
+        if chunk is not None and chunk not in best:
+            best[chunk] = (float(hit.score), hit)
     return best
 
 
@@ -731,7 +738,6 @@ def mixed_scores(
     gets that score computed exactly from its stored vectors. A chunk without sentences is
     scored by its best passage alone."""
     assert held.sentences is not None
-    query = _unit(vector)
     limit = k * SENTENCE_OVERFETCH
     hits = held.sentences.query(
         QueryRequest(
@@ -747,14 +753,14 @@ def mixed_scores(
     # met by a sentence only: its passages (the first one carries the count and the content)
     unmet = [chunk for chunk in best_sentence if chunk not in candidates]
     firsts = _best_per_chunk(
-        held.shard, {point_id(chunk): chunk for chunk in unmet}, query, payload=True
+        held.shard, {passage_uuid(chunk, 0): chunk for chunk in unmet}, vector, payload=True
     )
     later = {
-        passage_point_id(chunk, n): chunk
+        passage_uuid(chunk, n): chunk
         for chunk, (_, record) in firsts.items()
         for n in range(1, int((record.payload or {}).get("passages") or 1))
     }
-    others = _best_per_chunk(held.shard, later, query)
+    others = _best_per_chunk(held.shard, later, vector)
     for chunk in unmet:
         if chunk not in firsts:
             continue  # not in the passage shard (a half-deleted chunk): skip it
@@ -769,12 +775,12 @@ def mixed_scores(
         }
     # met by a passage only: its sentences
     wanted = {
-        sentence_point_id(chunk, n): chunk
+        sentence_uuid(chunk, n): chunk
         for chunk, hit in candidates.items()
         if chunk not in best_sentence and hit["sentences"]
         for n in range(int(hit["sentences"]))
     }
-    for chunk, (score, _) in _best_per_chunk(held.sentences, wanted, query).items():
+    for chunk, (score, _) in _best_per_chunk(held.sentences, wanted, vector).items():
         best_sentence[chunk] = score
     ranked = []
     for position, (chunk, hit) in enumerate(candidates.items()):
