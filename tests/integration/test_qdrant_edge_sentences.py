@@ -17,15 +17,24 @@ from parallel_rag.backends.qdrant_edge import (
     SENTENCES_DIR,
     QdrantEdgeSettings,
     QdrantEdgeStore,
+    best_per_chunk,
     chunk_sentences,
+    edge_filter,
+    mixed_scores,
     open_revision,
+    passage_point_id,
     passage_splitter,
+    passage_uuids,
+    scored_hit,
+    sentence_point_id,
+    sentence_uuids,
     write_chunks,
 )
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
+from qdrant_edge import Query, QueryRequest
 
 pytestmark = pytest.mark.integration
 EdgeEntry = ENTRY_MODELS["qdrant_edge"]
@@ -212,6 +221,97 @@ def test_a_changed_sentence_weight_writes_every_file_again(with_sentences):
         update={"passages": settings.passages.model_copy(update={"sentence_weight": 0.3})}
     )
     assert QdrantEdgeStore(other, context).fingerprints(file_ids) is None
+
+
+QUERIES = [
+    CLAIM,
+    "Does sleep help memory?",
+    "muscle pain as an adverse event of statins",
+    "speech therapy for aphasia",
+]
+
+
+def brute_force(held, query: list[float], weight: float, filters: dict | None) -> list:
+    """Every chunk's mixed score from every stored vector (no search): its best passage, its
+    best sentence, ``(1 - w) x passage + w x sentence`` (the passage alone without sentences),
+    best first."""
+    from qdrant_edge import ScrollRequest
+
+    def points(shard):
+        return shard.scroll(ScrollRequest(limit=10_000, with_payload=True, with_vector=True))[0]
+
+    def unit(vector):
+        array = np.asarray(vector, dtype=np.float64)
+        return array / np.linalg.norm(array)
+
+    q = unit(query)
+    best: dict[str, dict[str, float]] = {}
+    for kind, shard in (("passage", held.shard), ("sentence", held.sentences)):
+        for point in points(shard):
+            meta = point.payload["metadata"]
+            if filters and any(meta.get(key) != value for key, value in filters.items()):
+                continue
+            scores = best.setdefault(point.payload["id"], {})
+            scores[kind] = max(scores.get(kind, -2.0), float(unit(point.vector) @ q))
+    mixed = {
+        chunk: s["passage"]
+        if "sentence" not in s
+        else (1 - weight) * s["passage"] + weight * s["sentence"]
+        for chunk, s in best.items()
+    }
+    return sorted(mixed.items(), key=lambda item: -item[1])
+
+
+def test_the_ranking_equals_the_mixed_score_of_every_chunk_for_any_k_and_filter(with_sentences):
+    """Whichever search met a chunk (passages, sentences, or both), the top k are the k best
+    chunks by the mixed score over all chunks, with those scores."""
+    base_dir, entry = with_sentences
+    dense = retriever(entry, base_dir)
+    held = open_revision(QdrantEdgeSettings(path="edge").store_dir(base_dir))
+    model = load_embeddings()
+    for query in QUERIES:
+        vector = model.embed_query(query)
+        for filters in (None, {"group": "s"}, {"group": "m"}):
+            expected = brute_force(held, vector, DEFAULT_SENTENCE_WEIGHT, filters)
+            for k in (1, 2, 3, len(RECORDS)):
+                docs = dense.invoke(query, k=k, filters=filters)
+                assert [d.id for d in docs] == [chunk for chunk, _ in expected[:k]], (query, k)
+                for doc, (_, score) in zip(docs, expected, strict=False):
+                    assert doc.metadata["retrieval_score"] == pytest.approx(score, abs=1e-4)
+                # every candidate either search met is scored in full (not only the top k):
+                # few passage hits leave chunks met by a sentence only, many leave chunks met
+                # by a passage only
+                for passage_hits in (1, len(RECORDS)):
+                    ranked = mixed(held, vector, passage_hits, k, filters)
+                    assert ranked
+                    for hit in ranked:
+                        assert hit["score"] == pytest.approx(dict(expected)[hit["id"]], abs=1e-4)
+                # every chunk a candidate: the top k are the brute-force top k
+                assert [h["id"] for h in ranked[:k]] == [c for c, _ in expected[:k]]
+
+
+def mixed(held, vector: list[float], passage_hits: int, k: int, filters: dict | None) -> list:
+    """``mixed_scores`` over the chunks of the best ``passage_hits`` passages."""
+    hits = held.shard.query(
+        QueryRequest(
+            limit=passage_hits,
+            query=Query.Nearest(vector),
+            filter=edge_filter(filters),
+            with_payload=True,
+        )
+    )
+    found = [scored_hit(hit) for hit in best_per_chunk(hits).values()]
+    return mixed_scores(held, vector, found, k, filters, DEFAULT_SENTENCE_WEIGHT, 64)
+
+
+def test_point_ids_derived_in_series_are_the_stored_ids():
+    for chunk in ["statins", "\u00e9t\u00e9#1", "3f2b7a5e-1c0d-4a8e-9f00-000000000001"]:
+        assert [str(u) for u in sentence_uuids(chunk, 12)] == [
+            sentence_point_id(chunk, n) for n in range(12)
+        ]
+        assert [str(u) for u in passage_uuids(chunk, range(4))] == [
+            passage_point_id(chunk, n) for n in range(4)
+        ]
 
 
 def test_records_fit_what_the_model_reads():
