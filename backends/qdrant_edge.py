@@ -34,7 +34,6 @@ import fcntl
 import functools
 import hashlib
 import json
-import re
 import shutil
 import threading
 import time
@@ -64,6 +63,7 @@ from parallel_rag.backends.embeddings import (
     load_embeddings,
     resolve_model,
 )
+from parallel_rag.backends.text_analysis import split_sentences
 from pydantic import BaseModel, ConfigDict, Field
 from qdrant_edge import (
     Distance,
@@ -103,7 +103,7 @@ class PassageSettings(BaseModel):
     ``stride`` word pieces (windows cut between words), the last one ending with the text; the
     chunk's title (its ``title`` metadata, or a short first line) leads every passage.
 
-    With ``sentence_weight`` above 0 each chunk's sentences (``chunk_sentences``) are embedded
+    With ``sentence_weight`` above 0 each chunk's sentences (``split_sentences``) are embedded
     too, and a chunk is scored by its best passage and its best sentence together: a short
     query that restates one sentence of a long chunk (a claim and its evidence) matches that
     sentence better than any 256-word-piece window around it."""
@@ -350,27 +350,6 @@ def chunk_points(batch: ChunkBatch, sentence_counts: Sequence[int] | None = None
     return points
 
 
-# a sentence ends at . ! or ? followed by a space and a capital, a digit or an opening mark
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
-_LIST_MARKER = re.compile(r"^[-*\u2022]\s+")
-
-
-def chunk_sentences(text: str) -> list[str]:
-    """The sentences of a chunk, each embedded on its own when ``sentence_weight`` is on: every
-    line's sentences; markdown headings and short lines without closing punctuation (a title,
-    a label) are not sentences, and a list marker is not part of one."""
-    sentences: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        line = _LIST_MARKER.sub("", line)
-        if len(line.split()) < 5 and not line.endswith((".", "!", "?")):
-            continue
-        sentences.extend(part.strip() for part in _SENTENCE_END.split(line) if part.strip())
-    return sentences
-
-
 def sentence_point_id(chunk_id: str, number: int) -> str:
     """The point of a chunk's sentence ``number`` in the sentence shard."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{chunk_id}#sentence-{number}"))
@@ -535,7 +514,7 @@ def write_chunks(
     identity = embedding_identity(embedding_model)
     batch = ChunkBatch(ids=ids, texts=texts, metadatas=metadatas, vectors=vectors)
     weight = settings.passages.sentence_weight if settings.passages is not None else 0.0
-    sentences = [chunk_sentences(text) for text in texts] if weight > 0 else None
+    sentences = [split_sentences(text) for text in texts] if weight > 0 else None
     counts = [len(parts) for parts in sentences] if sentences is not None else None
     extra: list[Point] = []
     if settings.passages is not None and ids:  # embedding is slow: before taking the lock

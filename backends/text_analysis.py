@@ -1,4 +1,6 @@
-"""Text analysis for the lexical (BM25) backend.
+"""Text analysis: the lexical (BM25) backend's analyzers, and the one sentence splitter that
+the dense backend's sentence vectors, ingest's stored sentence vectors and the extractive
+generator share (they must cut a chunk into the same sentences for stored vectors to be found).
 
 Two analyzers are available:
 
@@ -23,6 +25,27 @@ from typing import Literal, get_args
 
 import bm25s.stopwords
 import Stemmer
+
+# a sentence ends at . ! or ? followed by a space and a capital, a digit or an opening mark
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+LIST_MARKER = re.compile(r"^[-*\u2022]\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a chunk: every line's sentences; markdown headings and short lines
+    without closing punctuation (a title, a label) are not sentences, and a list marker is not
+    part of one."""
+    sentences: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = LIST_MARKER.sub("", line)
+        if len(line.split()) < 5 and not line.endswith((".", "!", "?")):
+            continue  # a title or label line, not a sentence
+        sentences.extend(part.strip() for part in SENTENCE_END.split(line) if part.strip())
+    return sentences
+
 
 AnalyzerName = Literal["english", "plain"]
 """Names of the available analyzers."""

@@ -33,6 +33,7 @@ from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, 
 from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.registry import BACKENDS, store_writer
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
+from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.backends.vectorstore import DEFAULT_ROOT
 from parallel_rag.graph.components import backend_context
 from parallel_rag.graph.configuration import (
@@ -41,7 +42,6 @@ from parallel_rag.graph.configuration import (
     PipelineConfig,
     RetrieverEntry,
 )
-from parallel_rag.nodes.generate.generators import split_sentences
 from parallel_rag.studio.document_loading import (
     Chunk,
     DocumentLoadError,

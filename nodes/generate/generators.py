@@ -18,11 +18,10 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from parallel_rag.backends.text_analysis import analyze
+from parallel_rag.backends.text_analysis import analyze, split_sentences
 from parallel_rag.nodes import prompts
 
 InjectionMode = Literal["tool_role", "system_prompt"]
-_SENTENCE_BOUNDARY = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 # "[2]" or a group "[1, 3]"; the leading space goes with it when a citation is dropped
 _CITATION = re.compile(r"([ \t]*)\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
 _CITATION_SEPARATOR = re.compile(r"\s*[,;]\s*")
@@ -36,20 +35,6 @@ class GeneratedAnswer:
     answer: str
     cited_numbers: list[int]
     warnings: list[str] = field(default_factory=list)
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a passage; markdown headings and list markers are not sentences."""
-    sentences: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        line = re.sub(r"^[-*\u2022]\s+", "", line)
-        if len(line.split()) < 5 and not line.endswith((".", "!", "?")):
-            continue  # a title or label line, not a sentence
-        sentences.extend(s.strip() for s in _SENTENCE_BOUNDARY.split(line) if s.strip())
-    return sentences
 
 
 def cited_numbers(answer: str, available: int) -> tuple[list[int], list[int]]:

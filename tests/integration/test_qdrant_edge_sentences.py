@@ -18,7 +18,6 @@ from parallel_rag.backends.qdrant_edge import (
     QdrantEdgeSettings,
     QdrantEdgeStore,
     best_per_chunk,
-    chunk_sentences,
     edge_filter,
     mixed_scores,
     open_revision,
@@ -30,6 +29,7 @@ from parallel_rag.backends.qdrant_edge import (
     sentence_uuids,
     write_chunks,
 )
+from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
@@ -106,7 +106,7 @@ def exact_scores(weight: float, query: str) -> dict[str, float]:
     for record_id, title, text in RECORDS:
         content = f"{title}\n{text}"
         passage = float(np.asarray(model.embed_documents([content])[0]) @ q)
-        sentences = chunk_sentences(content)
+        sentences = split_sentences(content)
         if sentences:
             best = float(np.max(np.asarray(model.embed_documents(sentences)) @ q))
             scores[record_id] = (1 - weight) * passage + weight * best
@@ -123,9 +123,9 @@ def with_sentences(tmp_path_factory):
 
 def test_chunk_sentences_skip_titles_headings_and_list_markers():
     text = "# Heading\nA title line\n- First point is here. Second one follows!\nshort label"
-    assert chunk_sentences(text) == ["First point is here.", "Second one follows!"]
-    assert chunk_sentences("Ends with a stop.") == ["Ends with a stop."]
-    assert chunk_sentences("e.g. lower case after a stop. Stays one sentence.") == [
+    assert split_sentences(text) == ["First point is here.", "Second one follows!"]
+    assert split_sentences("Ends with a stop.") == ["Ends with a stop."]
+    assert split_sentences("e.g. lower case after a stop. Stays one sentence.") == [
         "e.g. lower case after a stop.",
         "Stays one sentence.",
     ]
@@ -135,7 +135,7 @@ def test_the_default_embeds_every_sentence_into_the_sentence_shard(with_sentence
     base_dir, _ = with_sentences
     assert DEFAULT_SENTENCE_WEIGHT == 0.5
     held = open_revision(QdrantEdgeSettings(path="edge").store_dir(base_dir))
-    expected = sum(len(chunk_sentences(f"{t}\n{x}")) for _, t, x in RECORDS)
+    expected = sum(len(split_sentences(f"{t}\n{x}")) for _, t, x in RECORDS)
     assert held.manifest["sentences"] == expected == held.sentences.info().points_count
     assert held.shard.info().points_count == len(RECORDS)  # passages: one each here
     assert held.manifest["passages"]["sentence_weight"] == DEFAULT_SENTENCE_WEIGHT

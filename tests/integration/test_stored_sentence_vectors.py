@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
+from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import default_config_dict, parse_config
-from parallel_rag.nodes.generate.generators import split_sentences
 from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.studio.ingestion import ingest_paths
 
