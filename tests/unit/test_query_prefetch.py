@@ -299,7 +299,9 @@ def edge_graph(shared_model, tmp_path, fakes):
 
 def test_the_fusion_retriever_prefetches_and_the_branch_joins_it(edge_graph, shared_model):
     docs = ParallelFusionRetriever(graph=edge_graph, top_k=3).invoke(QUESTION)
-    assert docs and any(s["retriever"] == "edge" for s in docs[0].metadata["sources"])
+    # the dense branch answered (where its documents rank against the lexical one's lone hit
+    # is fusion's business, not this test's)
+    assert any(s["retriever"] == "edge" for d in docs for s in d.metadata["sources"])
     assert shared_model.prefetched[0] == (QUESTION, True)  # before the graph ran
     assert (QUESTION, True) not in shared_model.prefetched[1:]  # the entry found it started
     assert shared_model.inner.count(QUESTION) == 1
