@@ -836,8 +836,10 @@ class BM25Retriever(SearchKwargsRetriever):
     (:func:`index_stamp`, one ``stat``) with the loaded one's, so an ingest by this or any
     other process is answered from by the next query, without a restart or :meth:`reload`:
 
-    * the query that notices a new save loads it and answers from it; queries arriving while
-      it loads answer from the index already loaded (they never wait, never fail);
+    * the query that notices a new save loads it and answers from it; queries that see the
+      new save while it loads wait for that load and answer from it too, so no query that
+      starts after a save is visible is answered from an older one (context cached above the
+      retriever under the new save's fingerprint is never the old index's);
     * a load is kept only if the stamp did not change while the files were read, so a save
       swapped in halfway never gives a mix of two saves;
     * a save that cannot be loaded (corrupt, unreadable, the index deleted) leaves the loaded
@@ -900,7 +902,7 @@ class BM25Retriever(SearchKwargsRetriever):
         elif self.auto_reload:
             stamp = index_stamp(self.index_path)
             if stamp != loaded.stamp and stamp != self._skipped:
-                loaded = self._refresh(loaded)
+                loaded = self._refresh()
         return loaded.index
 
     def reload(self) -> None:
@@ -933,12 +935,10 @@ class BM25Retriever(SearchKwargsRetriever):
             "being read; try again once the ingest has finished"
         )
 
-    def _refresh(self, loaded: _LoadedIndex) -> _LoadedIndex:
-        """Load the newer save ``get_index`` saw, unless another query is already loading it
-        (then answer from ``loaded``). Never raises: a failed load keeps ``loaded``."""
-        if not self._load_lock.acquire(blocking=False):
-            return loaded
-        try:
+    def _refresh(self) -> _LoadedIndex:
+        """Load the newer save ``get_index`` saw, or wait for the query already loading it.
+        Never raises once an index is loaded: a failed load keeps the loaded one."""
+        with self._load_lock:
             current = self._loaded
             if current is None:  # reload() ran meanwhile: load as on first use
                 current = self._loaded = self._load()
@@ -971,8 +971,6 @@ class BM25Retriever(SearchKwargsRetriever):
                 "%s: loaded the new BM25 index (%d chunks)", self.index_path, len(fresh.index)
             )
             return fresh
-        finally:
-            self._load_lock.release()
 
     def _get_relevant_documents(
         self,

@@ -221,33 +221,44 @@ def test_reload_of_a_corrupt_save_raises_and_a_good_save_recovers(path):
 # -- concurrency -----------------------------------------------------------------------------
 
 
-def test_queries_during_a_reload_answer_from_the_old_index(path, monkeypatch):
-    """While one query loads the new save, others answer at once from the loaded index."""
+def test_queries_during_a_reload_wait_for_it_and_answer_from_the_new_save(path, monkeypatch):
+    """While one query loads the new save, others that see it wait for that load (one load,
+    not one each) and answer from the new save: context cached above the retriever under the
+    new save's fingerprint is never the old index's."""
     retriever = BM25Retriever(index_path=str(path), k=2)
     assert ids(retriever.invoke("comet")) == ["old-comet"]
     loading, release = threading.Event(), threading.Event()
     real_load = BM25Index.load.__func__
+    calls: list[int] = []
 
     def slow_load(cls, *args, **kwargs):
+        calls.append(1)
         loading.set()
         assert release.wait(WAIT)
         return real_load(cls, *args, **kwargs)
 
     monkeypatch.setattr(BM25Index, "load", classmethod(slow_load))
     save(NEW, path)
-    result: list = []
-    loader = threading.Thread(target=lambda: result.append(retriever.invoke(VIADUCT)))
+    results: list = []
+    loader = threading.Thread(target=lambda: results.append(retriever.invoke(VIADUCT)))
     loader.start()
+    assert loading.wait(WAIT)
+    waiters = [
+        threading.Thread(target=lambda: results.append(retriever.invoke(VIADUCT))) for _ in range(3)
+    ]
+    for waiter in waiters:
+        waiter.start()
     try:
-        assert loading.wait(WAIT)
-        for _ in range(3):  # the loader holds the load: these answer from the old index
-            assert "new-viaduct" not in ids(retriever.invoke(VIADUCT))
-            assert ids(retriever.invoke("comet")) == ["old-comet"]
+        for waiter in waiters:
+            waiter.join(0.2)
+        assert len(results) == 0  # nobody answered from the old index meanwhile
     finally:
         release.set()
         loader.join(WAIT)
-    assert ids(result[0])[0] == "new-viaduct"  # the query that noticed the save got it
-    assert ids(retriever.invoke(VIADUCT))[0] == "new-viaduct"
+        for waiter in waiters:
+            waiter.join(WAIT)
+    assert len(results) == 4 and all(ids(r)[0] == "new-viaduct" for r in results)
+    assert len(calls) == 1  # the waiters found the new save loaded
 
 
 def test_a_save_swapped_in_while_the_files_are_read_never_yields_a_mix(path, monkeypatch):
