@@ -146,12 +146,15 @@ def resolve_path(path: str | Path, base_dir: Path | None) -> Path:
 
 @dataclass(frozen=True)
 class BackendContext:
-    """What every backend of one configuration shares: where relative paths start and the
-    embedding model dense backends embed queries and chunks with."""
+    """What every backend of one configuration shares: where relative paths start, the
+    embedding model dense backends embed queries and chunks with, and the file of sentence
+    vectors ingest stores (``generator.sentence_vectors``, or None): a backend that embeds
+    sentences reads them there first instead of embedding the same sentences again."""
 
     base_dir: Path
     embedding_model: str
     device: str
+    sentence_vectors: Path | None = None
 
 
 @dataclass(frozen=True)

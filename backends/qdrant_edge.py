@@ -63,6 +63,7 @@ from parallel_rag.backends.embeddings import (
     load_embeddings,
     resolve_model,
 )
+from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.backends.text_analysis import split_sentences
 from pydantic import BaseModel, ConfigDict, Field
 from qdrant_edge import (
@@ -363,15 +364,24 @@ def sentence_uuids(chunk_id: str, count: int) -> tuple[uuid.UUID, ...]:
 
 
 def sentence_points(
-    batch: ChunkBatch, sentences: Sequence[Sequence[str]], model: str, device: str
+    batch: ChunkBatch,
+    sentences: Sequence[Sequence[str]],
+    model: str,
+    device: str,
+    stored: Path | None = None,
 ) -> list[Point]:
     """One point per sentence of each chunk (``sentences[i]`` are chunk ``i``'s), embedded
-    with the shared model, each distinct text once; payload: the chunk id, its metadata (for
-    filters and deletes) and the sentence number."""
+    with the shared model, each distinct text once (read from the ``stored`` sentence vectors
+    when they hold it); payload: the chunk id, its metadata (for filters and deletes) and the
+    sentence number."""
     unique = list(dict.fromkeys(text for parts in sentences for text in parts))
     if not unique:
         return []
-    embeddings = load_embeddings(model, device)
+    embeddings = (
+        load_stored_sentence_embeddings(stored, model, device)
+        if stored is not None
+        else load_embeddings(model, device)
+    )
     vectors: dict[str, Any] = {}
     for start in range(0, len(unique), WRITE_BATCH):
         part = unique[start : start + WRITE_BATCH]
@@ -506,10 +516,13 @@ def write_chunks(
     replace_file_ids: Sequence[str],
     embedding_model: str = BUNDLED,
     device: str = "cpu",
+    sentence_vectors: Path | None = None,
 ) -> None:
     """Publish a new revision: the live one with every chunk of ``replace_file_ids`` deleted
     (all its passages) and the given chunks upserted (as passages when ``settings.passages``
-    says so), its HNSW index built."""
+    says so), its HNSW index built. Sentence vectors stored in ``sentence_vectors`` (the file
+    ingest fills for the generator, the same model and sentences) are read, not embedded
+    again."""
     directory = settings.store_dir(base_dir)
     identity = embedding_identity(embedding_model)
     batch = ChunkBatch(ids=ids, texts=texts, metadatas=metadatas, vectors=vectors)
@@ -520,7 +533,7 @@ def write_chunks(
     if settings.passages is not None and ids:  # embedding is slow: before taking the lock
         points = passage_points(batch, settings.passages, embedding_model, device, counts)
         if sentences is not None:
-            extra = sentence_points(batch, sentences, embedding_model, device)
+            extra = sentence_points(batch, sentences, embedding_model, device, sentence_vectors)
     else:
         points = chunk_points(batch) if ids else []
     passages = settings.passages.model_dump() if settings.passages is not None else None
@@ -838,6 +851,7 @@ class QdrantEdgeStore(SettingsStore):
             replace_file_ids=replace_file_ids,
             embedding_model=self.context.embedding_model,
             device=self.context.device,
+            sentence_vectors=self.context.sentence_vectors,
         )
 
 

@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +217,11 @@ def ingest_paths(
     add_chunk_hashes(chunks, config.embeddings.model)
     report = IngestReport(files=[str(p) for p in files], chunks=len(chunks))
 
-    context = backend_context(base_dir, config.embeddings)
+    stored = config.generator.sentence_vectors
+    context = replace(
+        backend_context(base_dir, config.embeddings),
+        sentence_vectors=base_dir / stored if stored is not None else None,
+    )
     writers = [writer_for(entry, context) for entry in targets]
     for writer in writers:  # a store another process holds fails here, before any write
         writer.open()

@@ -105,3 +105,24 @@ def test_nothing_is_stored_when_turned_off(tmp_path):
     report = ingest_paths([EXAMPLES / "corpus" / "unix.md"], config, tmp_path, progress=False)
     assert report.sentences == 0 and report.chunks > 0
     assert not (tmp_path / ".parallel-rag" / "sentence_vectors.sqlite3").exists()
+
+
+def test_the_dense_sentence_shard_reads_the_stored_vectors_instead_of_embedding_again(
+    tmp_path, monkeypatch
+):
+    """With the default dense backend scoring sentences too, ingest embeds each sentence once:
+    the generator's store is filled first and the sentence shard reads its vectors there."""
+    calls = EmbedDocumentsCalls(monkeypatch)
+    config = config_with()
+    paths = [EXAMPLES / "corpus" / f for f in FILES]
+    report = ingest_paths(paths, config, tmp_path, progress=False)
+    chunks = [c for f in FILES for c in load_chunks(EXAMPLES / "corpus" / f)]
+    contents = {c.content for c in chunks}
+    sentences = {s for c in chunks for s in split_sentences(c.content)} - contents
+    embedded = [t for t in calls.texts if t in sentences]
+    assert report.sentences > 0 and sentences
+    assert len(embedded) == len(set(embedded)) == len(sentences)  # each one once, not twice
+    # and the dense branch still finds a chunk by one of its sentences
+    graph = build_graph(config, base_dir=tmp_path)
+    result = graph.invoke({"query": "Who designed the Millau Viaduct?", "top_k": 3})
+    assert any("millau" in d["metadata"].get("source", "") for d in result["documents"])
