@@ -20,6 +20,12 @@ directly, a bare ``torch.inference_mode`` forward, and the shipped path, ONNX Ru
 wall and CPU per question and each vector's cosine with the torch one; its table goes into the
 same report.
 
+``--sentences 5`` adds the product's embedded default dense branch at each size: a Qdrant Edge
+collection written through ``backends.qdrant_edge.write_chunks`` (passages on, sentence weight
+0.5: every chunk's vector in one shard, its five sentences, each the chunk vector plus noise,
+in a second), queried through ``QdrantEdgeRetriever`` at k 20; recall@10 against the exact
+mixed score (0.5 x chunk + 0.5 x best sentence) in numpy.
+
 Run ``python -m bench.ann_stores`` (``--sizes 100000,1000000 --stores edge,faiss``); the table
 is printed and written to ``bench/ANN-RESULTS.md``; hand-written findings below its
 ``## Reading`` heading survive a re-run, and ``--merge`` keeps the rows of earlier runs.
@@ -327,6 +333,162 @@ def run_one(
     return rows
 
 
+# ------------------------------------------------------------------- sentence-weighted qdrant edge
+SENTENCES_STORE = "edge_sentences"
+"""The product's embedded default dense branch: ``backends.qdrant_edge`` written through
+``write_chunks`` with passages on and ``sentence_weight`` 0.5 (a passage shard and a sentence
+shard), queried through ``QdrantEdgeRetriever`` at the branch's default ``k``."""
+SENTENCE_K = 20  # candidates per dense branch by default
+SENTENCE_NOISE = 0.04
+"""Per-dimension noise around the chunk vector: a sentence's cosine to its chunk is ~0.7."""
+SYNTHETIC_MODEL = "bench-synthetic-clusters"
+
+
+class SyntheticEmbeddings:
+    """Hands the write path and the retriever the synthetic vectors instead of running a
+    model: sentence text ``"<chunk> <sentence> a b c."`` maps to that sentence's vector, query
+    text ``"q<i>"`` to query vector ``i``."""
+
+    def __init__(self, sentences: np.ndarray, query_vectors: np.ndarray):
+        self.sentences, self.query_vectors = sentences, query_vectors
+
+    def embed_documents(self, texts: list[str]) -> list[np.ndarray]:
+        rows = []
+        for text in texts:
+            chunk, number = text.split(" ", 2)[:2]
+            rows.append(self.sentences[int(chunk), int(number)])
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.query_vectors[int(text[1:])].tolist()
+
+
+def sentence_dataset(n: int, per_chunk: int, queries: int):
+    """Chunk vectors and queries as ``dataset``; each chunk's ``per_chunk`` sentences its
+    vector plus noise, renormalised."""
+    vectors, query_vectors = dataset(n, queries)
+    rng = np.random.default_rng(3)
+    sentences = np.empty((n, per_chunk, DIM), dtype=np.float32)
+    for start in range(0, n, 20_000):
+        block = vectors[start : start + 20_000, None, :] + rng.normal(
+            0, SENTENCE_NOISE, (min(20_000, n - start), per_chunk, DIM)
+        ).astype(np.float32)
+        block /= np.linalg.norm(block, axis=2, keepdims=True)
+        sentences[start : start + 20_000] = block
+    return vectors, sentences, query_vectors
+
+
+def exact_mixed_top_k(
+    vectors: np.ndarray, sentences: np.ndarray, query_vectors: np.ndarray, weight: float
+) -> np.ndarray:
+    """Exact top-``K`` chunks by ``(1 - weight) x passage + weight x best sentence``."""
+    flat = sentences.reshape(-1, DIM)
+    best = np.empty((len(query_vectors), K), dtype=np.int64)
+    for i, q in enumerate(query_vectors):
+        sentence = (flat @ q).reshape(sentences.shape[:2]).max(axis=1)
+        scores = (1 - weight) * (vectors @ q) + weight * sentence
+        top = np.argpartition(-scores, K)[:K]
+        best[i] = top[np.argsort(-scores[top])]
+    return best
+
+
+def run_sentences(n: int, per_chunk: int, queries: int, work: Path) -> list[dict[str, Any]]:
+    """Build the product's sentence-weighted Qdrant Edge collection over ``n`` chunks of
+    ``per_chunk`` sentences each through ``write_chunks`` (vectors from ``SyntheticEmbeddings``)
+    and query it through ``QdrantEdgeRetriever`` at ``SENTENCE_K``; recall@10 of the mixed
+    score against the exact one in numpy."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    import torch
+    from parallel_rag.backends import qdrant_edge
+    from parallel_rag.backends.embeddings import load_embeddings
+
+    vectors, sentences, query_vectors = sentence_dataset(n, per_chunk, queries)
+    settings = qdrant_edge.QdrantEdgeSettings(path=str(work / "edge"))
+    weight = settings.passages.sentence_weight
+    truth = exact_mixed_top_k(vectors, sentences, query_vectors, weight)
+    exact_ms = []
+    for q in query_vectors[:20]:
+        began = time.perf_counter()
+        exact_mixed_top_k(vectors, sentences, q[None, :], weight)
+        exact_ms.append((time.perf_counter() - began) * 1000)
+
+    torch.set_num_threads(1)
+    model = load_embeddings()
+    model.embed_query("warm up")
+    encoder = "onnx" if type(model.inner).__name__ == "OnnxQueryEmbeddings" else "torch"
+    synthetic = SyntheticEmbeddings(sentences, query_vectors)
+    product_load = qdrant_edge.load_embeddings
+    # bench only: the write path and the retriever get the synthetic vectors for this model name
+    qdrant_edge.load_embeddings = lambda name=qdrant_edge.BUNDLED, device="cpu": (
+        synthetic if name == SYNTHETIC_MODEL else product_load(name, device)
+    )
+    texts = [
+        "\n".join(f"{i} {j} a b c." for j in range(per_chunk)) for i in range(n)
+    ]  # one sentence a line: split_sentences gives them back in order
+    wall, cpu = time.perf_counter(), time.process_time()
+    qdrant_edge.write_chunks(
+        settings,
+        None,
+        ids=[f"c{i}" for i in range(n)],
+        texts=texts,
+        metadatas=[{"tenant": f"t{i % 4}", "file_id": f"f{i // 10}"} for i in range(n)],
+        vectors=vectors,
+        replace_file_ids=[],
+        embedding_model=SYNTHETIC_MODEL,
+    )
+    write_s, write_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    held = qdrant_edge.open_revision(settings.store_dir())
+    assert held.manifest["sentences"] == n * per_chunk, held.manifest
+    disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
+    retriever = qdrant_edge.QdrantEdgeRetriever(
+        settings=settings, k=SENTENCE_K, embedding_model=SYNTHETIC_MODEL
+    )
+    for i in range(3):
+        retriever.invoke(f"q{i}")
+    times, cpus, search_times, search_cpus, encode_times = [], [], [], [], []
+    hits = 0.0
+    for i in range(len(query_vectors)):
+        began, began_cpu = time.perf_counter(), time.process_time()
+        model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{i})")
+        encoded, encoded_cpu = time.perf_counter(), time.process_time()
+        found = retriever.invoke(f"q{i}")
+        done, done_cpu = time.perf_counter(), time.process_time()
+        times.append((done - began) * 1000)
+        search_times.append((done - encoded) * 1000)
+        encode_times.append((encoded - began) * 1000)
+        cpus.append((done_cpu - began_cpu) * 1000)
+        search_cpus.append((done_cpu - encoded_cpu) * 1000)
+        top = {int(d.id[1:]) for d in found[:K]}
+        hits += len(top & set(truth[i].tolist())) / K
+    return [
+        {
+            "store": SENTENCES_STORE,
+            "n": n,
+            "sentences": per_chunk,
+            "k": SENTENCE_K,
+            "encoder": encoder,
+            "m": settings.m,
+            "ef_construct": settings.ef_construct,
+            "hnsw_ef": settings.hnsw_ef,
+            "upsert_per_s": n * (1 + per_chunk) / write_s,
+            "upsert_s": write_s,
+            "upsert_cpu_s": write_cpu,
+            "build_s": write_s,
+            "build_cpu_s": write_cpu,
+            "exact_numpy_ms_p50": float(np.median(exact_ms)),
+            "disk_mb": disk,
+            "encode_ms": summary_ms(encode_times),
+            "query_ms": summary_ms(times),
+            "query_cpu_ms": summary_ms(cpus),
+            "search_ms": summary_ms(search_times),
+            "search_cpu_ms": summary_ms(search_cpus),
+            "recall_at_10": hits / len(query_vectors),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+    ]
+
+
 def encoder_variants(reps: int) -> list[dict[str, Any]]:
     """p50 wall and CPU per question of each way to run the query encoder, interleaved round
     by round so every variant sees the same machine load."""
@@ -422,23 +584,39 @@ def row_key(r: dict[str, Any]) -> tuple:
     return (r["store"], r["n"], r.get("m"), r.get("ef_construct"), r.get("hnsw_ef"))
 
 
+def store_label(r: dict[str, Any]) -> str:
+    if r.get("sentences"):
+        return f"edge + {r['sentences']} sentences/chunk, k {r.get('k', SENTENCE_K)}"
+    return r["store"]
+
+
+def store_order(store: str) -> int:
+    """Report order: the sentence-weighted edge rows right after the plain edge rows."""
+    return 0 if store == SENTENCES_STORE else STORES.index(store) if store in STORES else 9
+
+
 def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
     if "error" in r:
-        return f"| {r['store']} | {r['n']:,} | {params(r)} | error: {r['error'][:120]} " + (
+        return f"| {store_label(r)} | {r['n']:,} | {params(r)} | error: {r['error'][:120]} " + (
             "| " * 8 + f"| {run} |"
         )
     search = f"{r['search_ms']['p50']:.2f}"
     if "search_cpu_ms" in r:
         search += f" / {r['search_cpu_ms']['p50']:.2f}"
+    upsert = f"{r['upsert_per_s']:,.0f} ({r['upsert_cpu_s']:.1f} s CPU)"
+    build = f"{r['build_s']:.1f} s ({r['build_cpu_s']:.1f} s CPU)"
+    if r.get("sentences"):  # one write_chunks call: points (passages + sentences) and index
+        upsert = f"{r['upsert_per_s']:,.0f} points/s, whole write"
+        build = f"{build} write_chunks, both shards"
     return (
-        f"| {r['store']} | {r['n']:,} | {params(r)} "
+        f"| {store_label(r)} | {r['n']:,} | {params(r)} "
         f"| {r['query_ms']['p50']:.1f} / {r['query_ms']['p95']:.1f} "
         f"| {r['query_cpu_ms']['p50']:.1f} "
         f"| {r['encode_ms']['p50']:.1f} ({r.get('encoder', 'torch')}) "
         f"| {search} "
         f"| {r['recall_at_10']:.3f} "
-        f"| {r['upsert_per_s']:,.0f} ({r['upsert_cpu_s']:.1f} s CPU) "
-        f"| {r['build_s']:.1f} s ({r['build_cpu_s']:.1f} s CPU) "
+        f"| {upsert} "
+        f"| {build} "
         f"| {r['peak_rss_mb']:,.0f} / {r['disk_mb']:,.0f} | {run} |"
     )
 
@@ -501,6 +679,18 @@ def write_report(
         "Bars: query p50 <= 25 ms at 100k and <= 60 ms at 1M, recall@10 >= 0.95, upsert >= "
         "2,000 vectors/s.",
         "",
+        "`edge + N sentences/chunk` rows (`--sentences N`) are the product's embedded default "
+        "dense branch: a Qdrant Edge collection written by `backends.qdrant_edge.write_chunks` "
+        "with passages on and `sentence_weight` 0.5 (each chunk's vector in the passage shard, "
+        f"its N sentences, the chunk vector plus N(0, {SENTENCE_NOISE}) per dimension, "
+        "normalised, in the sentence shard; vectors handed to the write path instead of a "
+        "model) and queried through `QdrantEdgeRetriever` at k 20 with the product's "
+        "`hnsw_ef`; search alone is the retriever's whole call (passage search, sentence search, "
+        "exact scoring of the candidates one search missed, documents); recall@10 is its top "
+        "10 against the exact mixed score (0.5 x chunk + 0.5 x best sentence) over all chunks "
+        "in numpy. Their upsert and build columns are the one `write_chunks` call (points "
+        "built, upserted into both shards, both indexes built).",
+        "",
         "Runs (load average at start, 1 / 5 / 15 min):",
         "",
         *[
@@ -514,7 +704,13 @@ def write_report(
     ]
     seen = set()
     for r in rows:
-        if "exact_numpy_ms_p50" in r and r["n"] not in seen:
+        if r.get("sentences") and "exact_numpy_ms_p50" in r:
+            lines.append(
+                f"- exact numpy mixed score over {r['n']:,} chunks and "
+                f"{r['n'] * r['sentences']:,} sentences (one query, no encode): "
+                f"{r['exact_numpy_ms_p50']:.1f} ms p50"
+            )
+        elif "exact_numpy_ms_p50" in r and r["n"] not in seen:
             seen.add(r["n"])
             lines.append(
                 f"- exact numpy search over {r['n']:,} vectors (one query, no encode): "
@@ -548,6 +744,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--encoders", type=int, default=0, help="measure query-encoder variants (questions each)"
     )
+    parser.add_argument(
+        "--sentences",
+        type=int,
+        default=0,
+        help="also build the product's sentence-weighted Qdrant Edge store, N sentences a chunk",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     efs = [int(e) for e in args.hnsw_ef.split(",")]
@@ -557,6 +759,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         store, n = args.worker[0], int(args.worker[1])
         work = Path(args.work) / f"{store}-{n}"
+        if store == SENTENCES_STORE:
+            emit({"rows": run_sentences(n, args.sentences, args.queries, work)})
+            return
         emit({"rows": run_one(store, n, args.queries, work, efs, args.m, args.ef_construct)})
         return
     run = {
@@ -590,13 +795,16 @@ def main(argv: list[str] | None = None) -> None:
         if not args.merge:
             return
     for n in [int(s) for s in args.sizes.split(",")] if not args.encoders else []:
-        for store in args.stores.split(","):
+        stores = [s for s in args.stores.split(",") if s]
+        for store in stores + ([SENTENCES_STORE] if args.sentences else []):
             print(f"[ann] {store} at {n:,} vectors ...", flush=True)
             command = [sys.executable, "-m", "bench.ann_stores", "--worker", store, str(n)]
             command += ["--queries", str(args.queries), "--work", args.work]
             command += ["--hnsw-ef", args.hnsw_ef, "--m", str(args.m)]
             command += ["--ef-construct", str(args.ef_construct)]
+            command += ["--sentences", str(args.sentences)]
             hnsw = store in HNSW_STORES
+            sentences = {"sentences": args.sentences} if store == SENTENCES_STORE else {}
             try:
                 done = subprocess.run(
                     command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=args.timeout
@@ -612,6 +820,7 @@ def main(argv: list[str] | None = None) -> None:
             except subprocess.TimeoutExpired:
                 results = [{"error": f"timed out after {args.timeout:.0f}s"}]
             for result in results:
+                result.update(sentences)
                 result.setdefault("store", store)
                 result.setdefault("n", n)
                 result.setdefault("m", args.m if hnsw else None)
@@ -625,7 +834,7 @@ def main(argv: list[str] | None = None) -> None:
     rows.sort(
         key=lambda r: (
             r["n"],
-            STORES.index(r["store"]) if r["store"] in STORES else 9,
+            store_order(r["store"]),
             r.get("m") or 0,
             r.get("ef_construct") or 0,
             r.get("hnsw_ef") or 0,
