@@ -340,7 +340,7 @@ SENTENCES_STORE = "edge_sentences"
 shard), queried through ``QdrantEdgeRetriever`` at the branch's default ``k``."""
 SENTENCE_K = 20  # candidates per dense branch by default
 SENTENCE_NOISE = 0.04
-"""Per-dimension noise around the chunk vector: a sentence's cosine to its chunk is ~0.7."""
+"""Per-dimension noise around the chunk vector: a sentence's cosine to its chunk is ~0.8."""
 SYNTHETIC_MODEL = "bench-synthetic-clusters"
 
 
