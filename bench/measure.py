@@ -112,10 +112,19 @@ def run_worker(task: str, args: dict, *, timeout: float, log=print) -> dict:
         except Exception as error:  # noqa: BLE001 - reported like a failed worker
             log(f"[worker] {task} {args}: {type(error).__name__}: {error}")
             return {"error": f"{type(error).__name__}: {error}"[:400]}
-    command = [sys.executable, "-m", "bench.worker", task, json.dumps(args)]
+    result = run_module(["bench.worker", task, json.dumps(args)], timeout=timeout)
+    if "error" in result:
+        log(f"[worker] {task} {args}: {result['error']}")
+    return result
+
+
+def run_module(arguments: list[str], *, timeout: float) -> dict:
+    """Run ``python -m ARGUMENTS...`` from the repository root and return the result it printed
+    (``emit_result``); a timeout or an exit without a result comes back as ``{"error": ...}``
+    with the end of its output, never raised."""
     try:
         done = subprocess.run(
-            command,
+            [sys.executable, "-m", *arguments],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -123,11 +132,9 @@ def run_worker(task: str, args: dict, *, timeout: float, log=print) -> dict:
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         )
     except subprocess.TimeoutExpired:
-        log(f"[worker] {task} {args}: timed out after {timeout:.0f}s")
         return {"error": f"timed out after {timeout:.0f}s"}
     for line in done.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX) :])
     tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-    log(f"[worker] {task} {args}: exit {done.returncode}: {' | '.join(tail)}")
     return {"error": f"exit {done.returncode}: {' | '.join(tail)[-400:]}"}

@@ -6,15 +6,12 @@ rate. Each measurement runs in its own process (``bench/worker.py``, ``bench/ann
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from bench.measure import INLINE_ENV, REPO_ROOT, RESULT_PREFIX, run_worker
+from bench.measure import INLINE_ENV, run_module, run_worker
 
 STORES = ("edge", "qdrant_local", "milvus_lite")
 """The shipped embedded store first, then the two it replaced as the default."""
@@ -70,26 +67,12 @@ def _ann_rows(store: str, size: int, queries: int, work: Path, timeout: float) -
             )
         finally:
             torch.set_num_threads(threads)
-    command = [sys.executable, "-m", "bench.ann_stores", "--worker", store, str(size)]
-    command += ["--queries", str(queries), "--work", str(work.parent)]
-    command += ["--hnsw-ef", str(edge["hnsw_ef"]), "--m", str(edge["m"])]
-    command += ["--ef-construct", str(edge["ef_construct"])]
-    try:
-        done = subprocess.run(
-            command,
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        )
-    except subprocess.TimeoutExpired:
-        return [{"error": f"timed out after {timeout:.0f}s"}]
-    for line in done.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX) :])["rows"]
-    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-    return [{"error": f"exit {done.returncode}: {' | '.join(tail)[-400:]}"}]
+    arguments = ["bench.ann_stores", "--worker", store, str(size)]
+    arguments += ["--queries", str(queries), "--work", str(work.parent)]
+    arguments += ["--hnsw-ef", str(edge["hnsw_ef"]), "--m", str(edge["m"])]
+    arguments += ["--ef-construct", str(edge["ef_construct"])]
+    result = run_module(arguments, timeout=timeout)
+    return [result] if "error" in result else result["rows"]
 
 
 def store_scale(sizes, work: Path, stores=STORES, queries=100, timeout=1800, log=print):

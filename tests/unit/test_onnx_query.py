@@ -8,12 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
-
-from parallel_rag.backends.embeddings import bundled_model_path, load_embeddings  # noqa: E402
-from parallel_rag.backends.onnx_query import (  # noqa: E402
+from parallel_rag.backends.embeddings import bundled_model_path, load_embeddings
+from parallel_rag.backends.onnx_query import (
     OnnxQueryEmbeddings,
     onnx_query_embeddings,
 )
