@@ -77,6 +77,7 @@ from qdrant_edge import (
     HnswIndexConfig,
     MatchAny,
     MatchValue,
+    PayloadSelector,
     Point,
     Query,
     QueryRequest,
@@ -96,6 +97,12 @@ SENTENCE_OVERFETCH = 4  # sentence points asked per chunk wanted
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
 DEFAULT_SENTENCE_WEIGHT = 0.5
 ID_CACHE_CHUNKS = 8192  # chunks whose sentence point ids are kept (about 1 KB each)
+# What a search reads of each hit's payload. The shard keeps payloads on disk and reading a
+# whole one (content, metadata) costs far more than the vector search itself, so a search reads
+# only what ranking needs and the chunks that make the top k are read whole once, at the end.
+RANKING_PAYLOAD = PayloadSelector.Include(["id", "passages", "sentences"])
+SENTENCE_PAYLOAD = PayloadSelector.Include(["id"])
+CHUNK_PAYLOAD = PayloadSelector.Include(["id", "content", "metadata"])
 
 
 class PassageSettings(BaseModel):
@@ -651,17 +658,15 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
             top = ranked[:k]
         else:
             top = [scored_hit(hit) for hit in list(best.values())[:k]]
-        missing = [h["id"] for h in top if h["content"] is None]
-        contents = chunk_contents(held.shard, missing)
-        return [
-            scored_document(
-                h["id"],
-                h["content"] if h["content"] is not None else contents.get(h["id"], ""),
-                h["metadata"],
-                h["score"],
-            )
-            for h in top
-        ]
+        records = chunk_records(held.shard, [h["id"] for h in top if h["content"] is None])
+        documents = []
+        for h in top:
+            content, metadata = h["content"], h["metadata"]
+            if content is None:
+                record = records.get(h["id"], {})
+                content, metadata = record.get("content", ""), record.get("metadata") or {}
+            documents.append(scored_document(h["id"], content, metadata or {}, h["score"]))
+        return documents
 
     def _best_passages(
         self,
@@ -683,7 +688,7 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
                     filter=edge_filter(filters),
                     score_threshold=threshold,
                     params=SearchParams(hnsw_ef=max(self.settings.hnsw_ef, limit)),
-                    with_payload=True,
+                    with_payload=RANKING_PAYLOAD,
                 )
             )
             best = best_per_chunk(hits)
@@ -701,20 +706,24 @@ def sentence_weight(held: OpenRevision) -> float:
 
 
 def scored_hit(hit: Any) -> dict[str, Any]:
-    """A chunk as the search met it: id, content (None unless the hit carries it), metadata,
-    score (its best passage), and its sentence count when the payload says."""
+    """A chunk as the search met it: id, content and metadata (None unless the hit carries
+    them: searches read only ``RANKING_PAYLOAD``), score (its best passage), and its sentence
+    count when the payload says."""
     payload = hit.payload or {}
     return {
         "id": payload.get("id", str(hit.id)),
         "content": payload.get("content"),
-        "metadata": payload.get("metadata") or {},
+        "metadata": payload.get("metadata"),
         "score": float(hit.score),
         "sentences": payload.get("sentences"),
     }
 
 
 def _best_per_chunk(
-    shard: EdgeShard, owners: dict[uuid.UUID, str], vector: list[float], payload: bool = False
+    shard: EdgeShard,
+    owners: dict[uuid.UUID, str],
+    vector: list[float],
+    payload: PayloadSelector | bool = False,
 ) -> dict[str, tuple[float, Any]]:
     """Per chunk, the highest similarity between ``vector`` and its points among ``owners``
     (point UUID -> chunk id), with that point's hit: one exact search restricted to those ids,
@@ -762,7 +771,7 @@ def mixed_scores(
             query=Query.Nearest(vector),
             filter=edge_filter(filters),
             params=SearchParams(hnsw_ef=max(hnsw_ef, limit)),
-            with_payload=True,
+            with_payload=SENTENCE_PAYLOAD,
         )
     )
     best_sentence = {chunk: float(hit.score) for chunk, hit in best_per_chunk(hits).items()}
@@ -770,7 +779,10 @@ def mixed_scores(
     # met by a sentence only: its passages (the first one carries the count and the content)
     unmet = [chunk for chunk in best_sentence if chunk not in candidates]
     firsts = _best_per_chunk(
-        held.shard, {uuid.UUID(point_id(chunk)): chunk for chunk in unmet}, vector, payload=True
+        held.shard,
+        {uuid.UUID(point_id(chunk)): chunk for chunk in unmet},
+        vector,
+        payload=RANKING_PAYLOAD,
     )
     later = {
         key: chunk
@@ -786,7 +798,7 @@ def mixed_scores(
         candidates[chunk] = {
             "id": chunk,
             "content": first.get("content"),
-            "metadata": first.get("metadata") or {},
+            "metadata": first.get("metadata"),
             "score": max(score, others[chunk][0]) if chunk in others else score,
             "sentences": first.get("sentences"),
         }
@@ -817,13 +829,15 @@ def best_per_chunk(hits: Sequence[Any]) -> dict[str, Any]:
     return best
 
 
-def chunk_contents(shard: EdgeShard, ids: Sequence[str]) -> dict[str, str]:
-    """The content of chunks whose best hit is a later passage (only the chunk's own point,
-    passage 0, carries it)."""
+def chunk_records(shard: EdgeShard, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Content and metadata of chunks (chunk id -> payload), read from each chunk's own point,
+    passage 0, which alone carries the content."""
     if not ids:
         return {}
-    records = shard.retrieve([point_id(i) for i in ids], with_payload=True, with_vector=False)
-    return {(r.payload or {}).get("id"): (r.payload or {}).get("content", "") for r in records}
+    records = shard.retrieve(
+        [point_id(i) for i in ids], with_payload=CHUNK_PAYLOAD, with_vector=False
+    )
+    return {(r.payload or {}).get("id"): r.payload or {} for r in records}
 
 
 class QdrantEdgeStore(SettingsStore):
