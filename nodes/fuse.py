@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import ge, itemgetter
 from typing import Any, Literal, get_args
 
 from parallel_rag.nodes.records import (
@@ -60,7 +61,12 @@ def order_branches(branches: Iterable[BranchResult]) -> list[BranchResult]:
     return sorted(branches, key=lambda b: (b["view_index"], b["retriever_index"]))
 
 
+_RANK = itemgetter("rank")
+
+
 def _finite(value: Any) -> bool:
+    if value.__class__ is float:  # nearly every score: one check instead of three
+        return math.isfinite(value)
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -73,16 +79,18 @@ def branch_scores(hits: Sequence[BranchHit], *, k: int = DEFAULT_RRF_K) -> list[
     key = "rerank_score" if any("rerank_score" in h for h in hits) else "score"
     values = [h.get(key) for h in hits]
     head = 0
-    while head < len(values) and _finite(values[head]):
+    for value in values:
+        if not _finite(value):
+            break
         head += 1
     usable = (
         head > 0
         and all(v is None for v in values[head:])
-        and all(values[i] >= values[i + 1] for i in range(head - 1))
+        and all(map(ge, values[: head - 1], values[1:head]))  # descending with rank
     )
     if not usable:
         return [1.0 / (k + h["rank"]) for h in hits]
-    return [float(v) if v is not None else None for v in values]
+    return [float(v) for v in values[:head]] + [None] * (len(values) - head)
 
 
 def normalise(scores: Sequence[float | None], method: str) -> list[float]:
@@ -90,15 +98,16 @@ def normalise(scores: Sequence[float | None], method: str) -> list[float]:
     present = [s for s in scores if s is not None]
     if method == "rrf":
         raise ValueError("rrf reads ranks, not scores")
-    if len(present) < 2 or max(present) == min(present):
+    lowest = min(present, default=None)
+    if len(present) < 2 or max(present) == lowest:
         return [FLAT_SCORE if s is not None else 0.0 for s in scores]
     if method == "minmax":
-        low, spread = min(present), max(present) - min(present)
+        low, spread = lowest, max(present) - lowest
     else:
         mean = sum(present) / len(present)
         std = math.sqrt(sum((s - mean) ** 2 for s in present) / (len(present) - 1))
         if method == "zscore":
-            low, spread = min(present), std
+            low, spread = lowest, std
         elif method == "dbsf":
             low, spread = mean - 3 * std, 6 * std
         else:
@@ -132,28 +141,32 @@ def fuse_branches(
     weights = weights or {}
     fused: dict[str, dict[str, Any]] = {}
     for branch in order_branches(branches):
-        weight = float(weights.get(branch["retriever"], 1.0))
-        hits = sorted(branch["hits"], key=lambda h: h["rank"])
+        retriever = branch["retriever"]
+        weight = float(weights.get(retriever, 1.0))
+        key, view, view_kind = branch["branch"], branch["view"], branch["view_kind"]
+        hits = sorted(branch["hits"], key=_RANK)
         for hit, contribution in zip(hits, _contributions(hits, method, k), strict=True):
-            entry = fused.get(hit["id"])
+            hit_id, rank = hit["id"], hit["rank"]
+            entry = fused.get(hit_id)
             if entry is None:
-                entry = fused[hit["id"]] = {
-                    "id": hit["id"],
+                entry = fused[hit_id] = {
+                    "id": hit_id,
                     "content": hit["content"],
                     "metadata": hit["metadata"],
                     "score": 0.0,
-                    "best_rank": hit["rank"],
+                    "best_rank": rank,
                     "first_seen": len(fused),
                     "sources": [],
                 }
+            elif rank < entry["best_rank"]:
+                entry["best_rank"] = rank
             entry["score"] += weight * contribution
-            entry["best_rank"] = min(entry["best_rank"], hit["rank"])
             source: SourceRecord = {
-                "branch": branch["branch"],
-                "view": branch["view"],
-                "view_kind": branch["view_kind"],
-                "retriever": branch["retriever"],
-                "rank": hit["rank"],
+                "branch": key,
+                "view": view,
+                "view_kind": view_kind,
+                "retriever": retriever,
+                "rank": rank,
                 "score": hit["score"],
             }
             if "rerank_score" in hit:
