@@ -434,6 +434,22 @@ def versions() -> str:
     return f"Python {platform.python_version()}, " + ", ".join(got)
 
 
+def scifact_only(workdir: Path, requests: int) -> int:
+    """The SciFact section alone (the ``EnsembleRetriever`` bar), printed, nothing written."""
+    sci, claims = scifact_retrievers(workdir)
+    load0 = os.getloadavg()
+    res = measure(scifact_calls(sci), claims[:requests], unique=True, encoder=count_encodes(sci))
+    load1 = os.getloadavg()
+    print(f"scifact, {requests} requests; load average {load0[0]:.2f} -> {load1[0]:.2f}")
+    print("\n".join(table(res, "hand-written ThreadPool + RRF (sync)", "floor StateGraph.invoke")))
+    prod, ens = res["product ParallelFusionRetriever.invoke"], res["EnsembleRetriever.invoke"]
+    print(
+        f"product invoke vs EnsembleRetriever.invoke: {prod['p50']:.2f} vs {ens['p50']:.2f} ms p50 "
+        f"(CPU {prod['cpu']:.2f} vs {ens['cpu']:.2f})"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.orchestration")
     parser.add_argument("--workdir", default="/tmp/parallel-rag-orchestration")
@@ -444,11 +460,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scifact-requests", type=int, default=150, help="0 skips the SciFact section"
     )
+    parser.add_argument(
+        "--scifact-only",
+        action="store_true",
+        help="only the SciFact table, printed with the load average; writes no results file",
+    )
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     started = time.time()
+    if args.scifact_only:
+        return scifact_only(workdir, args.scifact_requests or 150)
 
     synth = {f"cpu{i}": CpuRetriever(tag=f"cpu{i}") for i in range(2)}
     calls, _ = methods(synth, None)
