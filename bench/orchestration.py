@@ -60,6 +60,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "ORCHESTRATION-RESULTS.md"
 CHEAP_GENERATOR = {"kind": "extractive", "min_similarity": None}
 TOP_K, FUSION_K = 10, 60
+# every method fuses like EnsembleRetriever: RRF, equal weights (the product's default is min-max
+# with the dense branch weighted 0.75, a different fusion, not an orchestration cost)
+RRF_FUSION = {"method": "rrf", "k": FUSION_K, "dense_weight": 1.0}
 DEPTH = 2 * TOP_K  # what every method asks of each retriever (the product's default)
 
 
@@ -172,14 +175,14 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
     floor = floor_graph(retrievers, k)
     floor_async = floor_graph_async(retrievers, k)
     graph = build_graph(
-        {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": {"k": FUSION_K}},
+        {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": RRF_FUSION},
         retrievers=retrievers,
     )
     product = ParallelFusionRetriever(graph=graph, top_k=TOP_K)
     before = ParallelFusionRetriever(
         graph=without_prefetch(
             build_graph(
-                {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": {"k": FUSION_K}},
+                {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": RRF_FUSION},
                 retrievers=retrievers,
             )
         ),
