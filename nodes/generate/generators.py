@@ -308,7 +308,11 @@ class ExtractiveGenerator:
     * ``similarity``: the embedding model's cosine with the query, over the best one's;
     * ``bm25``: BM25 of the query over the sentence with its document's title (whose subject
       "It" or "She" usually stands for; IDF from the candidate sentences), over the best one's;
-    * ``rank``: the document's fused rank, as 1/rank;
+    * ``rank``: the fused rank, as the geometric mean of 1/rank of the sentence's chunk and of
+      the best-ranked chunk of its document (same source and title): the opening chunk of a
+      document whose later chunk ranks first ("Zipf's law is ... inversely proportional to
+      its rank") is as much about the question as that chunk; a document that is one chunk
+      keeps 1/rank;
     * ``first``: the sentence opens its text (the first sentence of an article defines its
       subject, which is often the answer's entity; a later chunk's first sentence does not);
     * ``offers_answer``: it brings what the question asks for (a date for "when", a number for
@@ -409,9 +413,15 @@ class ExtractiveGenerator:
         raw: list[tuple[int, int, str, list[str], str, list[str]]] = []
         titles: dict[int, str] = {}
         opens: dict[int, bool] = {}  # the document is the start of its text, not a later chunk
+        rank: dict[int, float] = {}  # the chunk's and its document's best chunk's, combined
+        best_chunk: dict[tuple[str, str], int] = {}
         for number, doc in enumerate(documents, start=1):
             title = titles[number] = document_title(doc)
-            opens[number] = not (doc.get("metadata") or {}).get("chunk_index")
+            metadata = doc.get("metadata") or {}
+            opens[number] = not metadata.get("chunk_index")
+            source = metadata.get("source")
+            best = best_chunk.setdefault((str(source), title), number) if source else number
+            rank[number] = 1 / math.sqrt(number * best)
             title_terms = analyze(title)
             sentences = split_sentences(doc["content"])
             if sentences and title and sentences[0].lstrip("#").strip() == title:
@@ -456,7 +466,7 @@ class ExtractiveGenerator:
             features = {
                 "similarity": similarity / top_similarity,
                 "bm25": lexical_scores[index] / top_lexical,
-                "rank": 1 / number,
+                "rank": rank[number],
                 "first": float(position == 0 and opens[number]),
                 "offers_answer": offers_answer(kind, sentence, query_words),
                 "title_in_query": float(named[number]),
