@@ -294,6 +294,7 @@ class _Sentence:
     title: str = ""  # its document's title: the label of a sentence quoted without its antecedent
     score: float = 0.0
     shown: str = ""  # what the answer quotes: the text without the pieces that carry nothing
+    offers: bool = True  # names something of the asked kind beyond the question (see _pick)
 
 
 _BM25_K1 = 1.2
@@ -486,6 +487,9 @@ class ExtractiveGenerator:
             shown = (
                 trim_sentence(sentence, kind, query_terms, query_words) if eligible else sentence
             )
+            # a capitalised first word ("Where the pattern demanded it...") names nothing
+            after_first = sentence.split(None, 1)[1:]
+            offers = bool(after_first) and offers_answer(kind, after_first[0], query_words) > 0
             out.append(
                 _Sentence(
                     number,
@@ -496,6 +500,7 @@ class ExtractiveGenerator:
                     eligible,
                     title,
                     shown=shown,
+                    offers=offers,
                 )
             )
         return out
@@ -519,8 +524,11 @@ class ExtractiveGenerator:
         so one sentence that carries the answer beats several that merely share its words.
         A sentence opening with a reference
         comes after its antecedent when that fits, else labelled with its document's title,
-        else not at all. Returns the sentences in answer order and the ids of the labelled
-        ones."""
+        else not at all. A sentence that names nothing of the asked kind beyond the question
+        ("Mendeleev left gaps and predicted that unknown elements would be found") brings the
+        next sentence of its document when that one refers back to it and does ("He called
+        three of them eka-aluminium, eka-boron and eka-silicon"), if both fit. Returns the
+        sentences in choice order and the ids of the labelled ones."""
         for sentence in sentences:
             sentence.score = sum(weights.get(k, 0.0) * v for k, v in sentence.features.items())
         place = {(s.number, s.position): s for s in sentences}
@@ -537,6 +545,18 @@ class ExtractiveGenerator:
             if sentence in chosen:
                 return False
             group, size, label = [sentence], sentence.words, False
+            following = place.get((sentence.number, sentence.position + 1))
+            if (
+                not sentence.offers
+                and not sentence.features["anaphor"]
+                and following is not None
+                and following.offers
+                and following.features["anaphor"]
+                and following not in chosen
+                and len(chosen) + 2 <= self.max_sentences
+                and words + size + following.words <= self.max_words
+            ):  # what the sentence leaves open, its continuation names
+                group, size = [sentence, following], size + following.words
             if sentence.features["anaphor"]:
                 antecedent = self._antecedent(sentence, place)
                 fits = antecedent is not None and (

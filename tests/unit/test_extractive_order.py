@@ -44,3 +44,31 @@ def test_a_later_chunk_of_the_top_document_ranks_with_that_document():
     assert same.answer == "Zipf's law relates word frequency to frequency rank. [4]"
     other = generator.generate(LAW_QUESTION, law_documents("another.md"))
     assert other.cited_numbers == [3]  # a 4th-ranked document of its own ranks below the 3rd
+
+
+PREDICTED = (
+    "Where the pattern demanded it, Mendeleev left gaps and predicted that unknown elements "
+    "would be found to fill them."
+)
+NAMED = "He called three of them eka-aluminium, eka-boron and Eka-silicon."
+TABLE = "In 1869 Mendeleev published a table of the 63 elements then known, in Saint Petersburg."
+
+
+def test_a_sentence_that_names_nothing_asked_brings_the_next_one_that_does():
+    docs = [
+        {"id": "gaps", "content": f"{PREDICTED} {NAMED}", "metadata": {}},
+        {"id": "table", "content": TABLE, "metadata": {}},
+    ]
+    generated = ExtractiveGenerator(max_words=40).generate(
+        "Which elements did Mendeleev predict?", docs
+    )
+    # the best match names no element; its continuation does, and comes along with it
+    assert generated.answer.startswith(f"{PREDICTED} {NAMED} [1]")
+    # a sentence that names something itself is quoted alone
+    docs[0]["content"] = (
+        f"{PREDICTED.replace('Mendeleev', 'Mendeleev, like Lothar Meyer,')} {NAMED}"
+    )
+    generated = ExtractiveGenerator(max_words=40).generate(
+        "Which elements did Mendeleev predict?", docs
+    )
+    assert NAMED not in generated.answer
