@@ -77,6 +77,7 @@ from qdrant_edge import (
     HnswIndexConfig,
     MatchAny,
     MatchValue,
+    Memory,
     PayloadSelector,
     Point,
     Query,
@@ -509,6 +510,11 @@ def shard_config(settings: QdrantEdgeSettings, dimension: int) -> EdgeConfig:
         ),
         max_search_threads=1,  # one request, one core: parallelism comes from the branches
         wal_enabled=False,  # revisions are published complete; a WAL would lock out readers
+        # payloads (chunk text, metadata, sentence owners) mapped and read into memory when the
+        # shard opens: every search reads the payloads of its hits, and on the engine's default
+        # (cold, read from disk on first touch) a query meeting points no earlier query met
+        # paid about one disk read per hit (5 of 14 ms at 100k chunks x 5 sentences)
+        payload_memory=Memory.Cached,
     )
 
 

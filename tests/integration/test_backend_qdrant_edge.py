@@ -130,6 +130,21 @@ def test_the_store_persists_and_another_process_reads_it(ingested):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == here
 
 
+def test_payloads_are_held_in_memory_not_read_from_disk_per_hit(ingested):
+    # every search reads its hits' payloads: kept on disk "cold", a query meeting points no
+    # earlier query met pays a disk read per hit, so both shards' segments hold them in RAM
+    entry, base_dir, _ = ingested
+    held = open_revision(QdrantEdgeSettings(path="edge").store_dir(base_dir))
+    folder = QdrantEdgeSettings(path="edge").store_dir(base_dir) / held.revision
+    segments = sorted(folder.glob("segments/*/segment.json")) + sorted(
+        folder.glob("sentences/segments/*/segment.json")
+    )
+    assert any("sentences" in str(p) for p in segments), segments
+    for segment in segments:
+        config = json.loads(segment.read_text())["config"]
+        assert config["payload_storage_type"]["type"] == "in_ram_mmap", segment
+
+
 def test_reingesting_unchanged_files_leaves_the_store_alone(ingested, corpus_file):
     _, base_dir, config = ingested
     directory = QdrantEdgeSettings(path="edge").store_dir(base_dir)
