@@ -133,6 +133,47 @@ def answer_kind(query: str) -> Literal["date", "number", "name", "manner"]:
     return "name"
 
 
+_FOCUS_WH = re.compile(r"\b(?:which|what)\s+(.*)", re.IGNORECASE | re.DOTALL)
+_FOCUS_TOKEN = re.compile(r"[\w'\u2019-]+|[^\w\s]")
+_FOCUS_END = frozenset(
+    "a an the of in on at to for from by with as and or but is was are were be been being do "
+    "does did has have had can could will would should may might must that which who whom whose "
+    "where when what how why this these those it its his her their he she they there than into "
+    "about after before during also not no whether you your we our i".split()
+)
+_COPULA = frozenset({"is", "was", "are", "were"})
+_TYPE_WORDS = frozenset({"name", "names", "type", "kind", "sort"})
+
+
+def question_focus(query: str) -> str:
+    """The noun a "which/what <noun>" question asks for an instance of: "Which algorithm did
+    Ada Lovelace publish...?" -> "algorithm", "In what city...?" -> "city", "What is the name
+    of the fight song of...?" -> "fight song", "What type of forum...?" -> "forum"; empty when
+    the question names none ("Who...?", "What is PForDelta?", "What did she write?")."""
+    match = _FOCUS_WH.search(query)
+    if not match:
+        return ""
+    words = _FOCUS_TOKEN.findall(match.group(1))
+    lowered = [w.lower() for w in words]
+    start = 0
+    if lowered[:1] and lowered[0] in _COPULA:  # only "what is the name/type of the <noun>"
+        if lowered[1:2] != ["the"] or lowered[2:3] == [] or lowered[2] not in _TYPE_WORDS:
+            return ""
+        start = 3
+    elif lowered[:1] and lowered[0] in _TYPE_WORDS and lowered[1:2] == ["of"]:
+        start = 1
+    if lowered[start : start + 1] == ["of"]:
+        start += 1
+    while start < len(words) and lowered[start] in {"the", "a", "an"}:
+        start += 1
+    focus: list[str] = []
+    for word, low in zip(words[start:], lowered[start:], strict=True):
+        if low in _FOCUS_END or not word[0].isalnum() or len(focus) == 4:
+            break
+        focus.append(word)
+    return " ".join(focus)
+
+
 def offers_answer(kind: str, sentence: str, query_words: set[str]) -> float:
     """How much of the asked-for kind the sentence brings that the question does not already
     say: a year or month for a date, a number for a quantity, capitalised words otherwise
@@ -295,10 +336,19 @@ class _Sentence:
     score: float = 0.0
     shown: str = ""  # what the answer quotes: the text without the pieces that carry nothing
     offers: bool = True  # names something of the asked kind beyond the question (see _pick)
+    vector: np.ndarray | None = None  # the embedding model's, when there is one
 
 
 _BM25_K1 = 1.2
 _BM25_B = 0.75
+_CONTEXT_FEATURES = frozenset({"rank", "title_in_query"})
+"""Features that pick the documents an answer draws on rather than the sentence that carries
+it: left out of the order the chosen sentences are quoted in."""
+
+
+def _cosines(vectors: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(vector)
+    return vectors @ vector / np.where(norms == 0, 1, norms)
 
 
 class ExtractiveGenerator:
@@ -343,6 +393,11 @@ class ExtractiveGenerator:
     the room the cuts free goes to the next sentence. No model generates text: every word of
     the answer is evidence, in its order (or a document title), and each run of sentences from
     one document cites that document.
+
+    The chosen sentences are quoted with the one most likely to carry the answer first
+    (``_arrange``): a question's own topic often fills the best-scored sentence ("In 1842 ...
+    Menabrea published a paper ... describing the Analytical Engine") while the answer is in
+    another ("Note G set out a step-by-step method ...").
     """
 
     weights: dict[str, float] = {  # logistic regression on HotpotQA dev questions 1-100
@@ -364,6 +419,7 @@ class ExtractiveGenerator:
         min_similarity: float = 0.3,
         sentence_cache_size: int = 20_000,
         max_words: int = 64,
+        focus_weight: float = 2.0,
     ):
         self.max_sentences = max_sentences
         self.min_term_overlap = min_term_overlap
@@ -371,6 +427,7 @@ class ExtractiveGenerator:
         self.min_similarity = min_similarity
         self.sentence_cache_size = sentence_cache_size
         self.max_words = max_words
+        self.focus_weight = focus_weight
         self._sentence_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
 
@@ -396,14 +453,17 @@ class ExtractiveGenerator:
                         self._sentence_vectors.popitem(last=False)
         return np.stack([cached[s] for s in sentences])
 
-    def _similarities(self, query: str, sentences: list[str]) -> list[float]:
+    def _similarities(
+        self, query: str, sentences: list[str]
+    ) -> tuple[list[float], np.ndarray | None]:
+        """Each sentence's cosine with the query, and the sentences' vectors (none without a
+        model)."""
         if self.embeddings is None or not sentences:
-            return [0.0] * len(sentences)
+            return [0.0] * len(sentences), None
         model = self.embeddings()
         query_vector = np.asarray(model.embed_query(query), dtype=np.float32)
         vectors = self._sentence_matrix(model, sentences)
-        norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(query_vector)
-        return (vectors @ query_vector / np.where(norms == 0, 1, norms)).tolist()
+        return _cosines(vectors, query_vector).tolist(), vectors
 
     def _sentences(self, query: str, documents: Sequence[Mapping[str, Any]]) -> list[_Sentence]:
         """Every sentence of the documents with its features (see the class docstring)."""
@@ -431,7 +491,8 @@ class ExtractiveGenerator:
                 raw.append((number, position, sentence, analyze(sentence), title, title_terms))
         if not raw:
             return []
-        similarities = [max(s, 0.0) for s in self._similarities(query, [r[2] for r in raw])]
+        cosines, vectors = self._similarities(query, [r[2] for r in raw])
+        similarities = [max(s, 0.0) for s in cosines]
         # BM25 of the query over each sentence with its title, the candidates as the collection
         df = Counter(t for r in raw for t in set(r[3]) | set(r[5]) if t in query_terms)
         count = len(raw)
@@ -501,6 +562,7 @@ class ExtractiveGenerator:
                     title,
                     shown=shown,
                     offers=offers,
+                    vector=None if vectors is None else vectors[index],
                 )
             )
         return out
@@ -591,12 +653,75 @@ class ExtractiveGenerator:
             add(sentence)
         return chosen, labelled
 
+    def _arrange(
+        self,
+        query: str,
+        sentences: list[_Sentence],
+        chosen: list[_Sentence],
+        labelled: set[int],
+    ) -> list[_Sentence]:
+        """The chosen sentences in the order the answer quotes them: runs that read together
+        stay together in document order (a sentence after the one it refers back to or
+        follows), and the runs go by the likelihood that they carry the answer: the score
+        without the features that pick documents (fused rank, title named by the question),
+        plus ``focus_weight`` times the cosine of the sentence with the noun a "which/what
+        <noun>" question asks for (``question_focus``; over the best sentence's), so "Note G
+        set out a step-by-step method..." opens the answer to "Which algorithm did Ada
+        Lovelace publish...?" before the paper that named the engine. On HotpotQA dev
+        questions 1-100 a gold answer opens the answer for 0.40 of the questions with the
+        focus left out, 0.41-0.44 with it at weights 1-3, against 0.35 in choice order."""
+        place = {(s.number, s.position): s for s in sentences}
+        runs: list[list[_Sentence]] = []
+        run_of: dict[int, int] = {}
+        for sentence in chosen:
+            home = None
+            if sentence.features["anaphor"] and id(sentence) not in labelled:
+                antecedent = self._antecedent(sentence, place)
+                home = run_of.get(id(antecedent)) if antecedent is not None else None
+            if home is None:
+                before = place.get((sentence.number, sentence.position - 1))
+                home = run_of.get(id(before)) if before is not None else None
+            if home is None:
+                runs.append([sentence])
+                home = len(runs) - 1
+            else:
+                runs[home].append(sentence)
+            run_of[id(sentence)] = home
+        if len(runs) < 2:
+            return chosen
+        for run in runs:
+            run.sort(key=lambda s: s.position)
+        focus_of = {id(s): 0.0 for s in chosen}
+        focus = question_focus(query) if self.focus_weight else ""
+        if focus and all(s.vector is not None for s in sentences):
+            focus_vector = np.asarray(self.embeddings().embed_query(focus), dtype=np.float32)
+            matrix = np.stack([s.vector for s in sentences])
+            cosines = np.maximum(_cosines(matrix, focus_vector), 0.0)
+            top = float(cosines.max())
+            if top > 0:  # over the best sentence's, as the query similarity is
+                best = {id(s): float(c) / top for s, c in zip(sentences, cosines, strict=True)}
+                focus_of = {id(s): best[id(s)] for s in chosen}
+
+        def lead(sentence: _Sentence) -> float:
+            content = sum(
+                self.weights.get(k, 0.0) * v
+                for k, v in sentence.features.items()
+                if k not in _CONTEXT_FEATURES
+            )
+            return content + self.focus_weight * focus_of[id(sentence)]
+
+        keys = [max(lead(s) for s in run) for run in runs]
+        order = sorted(range(len(runs)), key=lambda i: (-keys[i], i))
+        return [s for i in order for s in runs[i]]
+
     def generate(
         self, query: str, documents: Sequence[Mapping[str, Any]], config=None
     ) -> GeneratedAnswer:
-        chosen, labelled = self._pick(self._sentences(query, documents), self.weights)
+        sentences = self._sentences(query, documents)
+        chosen, labelled = self._pick(sentences, self.weights)
         if not chosen:
             return GeneratedAnswer(prompts.INSUFFICIENT_EVIDENCE, [])
+        chosen = self._arrange(query, sentences, chosen, labelled)
         parts: list[str] = []
         for i, sentence in enumerate(chosen):
             label = f"{sentence.title}: " if id(sentence) in labelled else ""
