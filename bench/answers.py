@@ -13,6 +13,8 @@ Every question of the chosen range (default 101-500; 1-100 are for tuning) is as
 Measures (yes/no questions are excluded from recall: "yes" is no span of any paragraph):
 
 * answer recall: a gold answer string occurs in the answer (case-insensitive);
+* answer first: a gold answer string occurs in the answer's first cited run (the text before
+  its first citation mark): the answer opens with what answers;
 * retrieval ceiling: a gold answer string occurs in some fused top-k document: the most an
   extractive answer can reach;
 * citation support: the answer cites at least one gold supporting paragraph (over answers
@@ -76,7 +78,7 @@ def score(rows: list[dict], questions: dict[str, dict], corpus: dict) -> dict[st
 
     ``rows``: ``{"id", "answer", "cited"}`` with ``cited`` the corpus ids of the cited
     documents and ``"retrieved"`` the fused documents' corpus ids."""
-    recall = ceiling = answerable = supported = citing = cited_total = cited_gold = 0
+    recall = first = ceiling = answerable = supported = citing = cited_total = cited_gold = 0
     lengths = []
     for row in rows:
         question = questions[row["id"]]
@@ -86,6 +88,9 @@ def score(rows: list[dict], questions: dict[str, dict], corpus: dict) -> dict[st
         if answers:
             answerable += 1
             recall += any(a in text for a in answers)
+            mark = _CITATION_MARK.search(text)
+            opening = text[: mark.start()] if mark else text
+            first += any(a in opening for a in answers)
             texts = [doc_text(corpus[d]).lower() for d in row["retrieved"] if d in corpus]
             ceiling += any(a in t for a in answers for t in texts)
         if row["cited"]:
@@ -98,6 +103,7 @@ def score(rows: list[dict], questions: dict[str, dict], corpus: dict) -> dict[st
         "questions": len(rows),
         "answerable": answerable,
         "recall": recall / max(answerable, 1),
+        "answer_first": first / max(answerable, 1),
         "ceiling": ceiling / max(answerable, 1),
         "of_ceiling": recall / max(ceiling, 1),
         "citation_support": supported / max(citing, 1),
@@ -248,6 +254,7 @@ def llm_rows(asked: list[dict], log_path: Path) -> tuple[list[dict], float, str]
 
 COLUMNS = (
     ("answer recall", "recall"),
+    ("answer first", "answer_first"),
     ("retrieval ceiling", "ceiling"),
     ("recall / ceiling", "of_ceiling"),
     ("citation support", "citation_support"),
@@ -394,7 +401,8 @@ def write_markdown(
         "generator answers from the same fused documents. Written by `python -m bench.answers`.",
         "",
         "- **answer recall**: a gold answer string occurs in the answer (case-insensitive); "
-        "yes/no questions excluded.",
+        "yes/no questions excluded; **answer first**: one occurs before the answer's first "
+        "citation mark (the answer opens with it).",
         "- **retrieval ceiling**: a gold answer string occurs in some fused top-k paragraph "
         "(the most an extractive answer can reach).",
         "- **citation support**: the answer cites a gold supporting paragraph (answers that cite "
