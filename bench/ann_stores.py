@@ -243,6 +243,41 @@ OPENERS: dict[str, Callable] = {
 # ---------------------------------------------------------------------------------------- worker
 
 
+def timed_queries(
+    count: int,
+    encode: Any,
+    search: Any,
+    truth: np.ndarray,
+    cpu_clock: Any = time.process_time,
+) -> dict[str, Any]:
+    """Query ``i`` of ``count`` timed as ``encode(i)`` (a new question text through the
+    shipped encoder) then ``search(i)`` (the ids it found, best first): wall and CPU of the
+    whole and of each part, and recall@10 of the search against ``truth[i]``."""
+    times, cpus, search_times, search_cpus, encode_times = [], [], [], [], []
+    hits = 0.0
+    for i in range(count):
+        began, began_cpu = time.perf_counter(), cpu_clock()
+        encode(i)
+        encoded, encoded_cpu = time.perf_counter(), cpu_clock()
+        found = search(i)
+        done, done_cpu = time.perf_counter(), cpu_clock()
+        times.append((done - began) * 1000)
+        search_times.append((done - encoded) * 1000)
+        encode_times.append((encoded - began) * 1000)
+        cpus.append((done_cpu - began_cpu) * 1000)
+        search_cpus.append((done_cpu - encoded_cpu) * 1000)
+        hits += len(set(list(found)[:K]) & set(truth[i].tolist())) / K
+    return {
+        "encode_ms": summary_ms(encode_times),
+        "query_ms": summary_ms(times),
+        "query_cpu_ms": summary_ms(cpus),
+        "search_ms": summary_ms(search_times),
+        "search_cpu_ms": summary_ms(search_cpus),
+        "recall_at_10": hits / count,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
 def run_one(
     store: str, n: int, queries: int, work: Path, efs: list[int], m: int, ef_construct: int
 ) -> list[dict[str, Any]]:
@@ -302,34 +337,19 @@ def run_one(
     for ef in efs if store in HNSW_STORES else efs[:1]:
         for q in query_vectors[:3]:
             search(q, ef)
-        times, cpus, search_times, search_cpus, encode_times = [], [], [], [], []
-        hits = 0.0
-        for i, q in enumerate(query_vectors):
-            began, began_cpu = time.perf_counter(), cpu_clock()
+
+        def encode(i: int, ef: int = ef) -> None:
             # a text not seen before: the shared model keeps the vectors of recent queries
             model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" ({ef}.{i})")
-            encoded, encoded_cpu = time.perf_counter(), cpu_clock()
-            found = search(q, ef)
-            done, done_cpu = time.perf_counter(), cpu_clock()
-            times.append((done - began) * 1000)
-            search_times.append((done - encoded) * 1000)
-            encode_times.append((encoded - began) * 1000)
-            cpus.append((done_cpu - began_cpu) * 1000)
-            search_cpus.append((done_cpu - encoded_cpu) * 1000)
-            hits += len(set(found) & set(truth[i].tolist())) / K
-        rows.append(
-            {
-                **shared,
-                "hnsw_ef": ef if store in HNSW_STORES else None,
-                "encode_ms": summary_ms(encode_times),
-                "query_ms": summary_ms(times),
-                "query_cpu_ms": summary_ms(cpus),
-                "search_ms": summary_ms(search_times),
-                "search_cpu_ms": summary_ms(search_cpus),
-                "recall_at_10": hits / len(query_vectors),
-                "peak_rss_mb": peak_rss_mb(),
-            }
+
+        timed = timed_queries(
+            len(query_vectors),
+            encode,
+            lambda i, ef=ef: search(query_vectors[i], ef),
+            truth,
+            cpu_clock,
         )
+        rows.append({**shared, "hnsw_ef": ef if store in HNSW_STORES else None, **timed})
     return rows
 
 
@@ -446,21 +466,12 @@ def run_sentences(n: int, per_chunk: int, queries: int, work: Path) -> list[dict
     )
     for i in range(3):
         retriever.invoke(f"q{i}")
-    times, cpus, search_times, search_cpus, encode_times = [], [], [], [], []
-    hits = 0.0
-    for i in range(len(query_vectors)):
-        began, began_cpu = time.perf_counter(), time.process_time()
-        model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{i})")
-        encoded, encoded_cpu = time.perf_counter(), time.process_time()
-        found = retriever.invoke(f"q{i}")
-        done, done_cpu = time.perf_counter(), time.process_time()
-        times.append((done - began) * 1000)
-        search_times.append((done - encoded) * 1000)
-        encode_times.append((encoded - began) * 1000)
-        cpus.append((done_cpu - began_cpu) * 1000)
-        search_cpus.append((done_cpu - encoded_cpu) * 1000)
-        top = {int(d.id[1:]) for d in found[:K]}
-        hits += len(top & set(truth[i].tolist())) / K
+    timed = timed_queries(
+        len(query_vectors),
+        lambda i: model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{i})"),
+        lambda i: [int(d.id[1:]) for d in retriever.invoke(f"q{i}")],
+        truth,
+    )
     return [
         {
             "store": SENTENCES_STORE,
@@ -478,13 +489,7 @@ def run_sentences(n: int, per_chunk: int, queries: int, work: Path) -> list[dict
             "build_cpu_s": write_cpu,
             "exact_numpy_ms_p50": float(np.median(exact_ms)),
             "disk_mb": disk,
-            "encode_ms": summary_ms(encode_times),
-            "query_ms": summary_ms(times),
-            "query_cpu_ms": summary_ms(cpus),
-            "search_ms": summary_ms(search_times),
-            "search_cpu_ms": summary_ms(search_cpus),
-            "recall_at_10": hits / len(query_vectors),
-            "peak_rss_mb": peak_rss_mb(),
+            **timed,
         }
     ]
 
