@@ -219,6 +219,16 @@ class ChunkBatch:
             "vectors": self.vectors,
         }
 
+    def part(self, start: int, stop: int) -> ChunkBatch:
+        """Chunks ``start`` to ``stop`` (a store writing in batches turns a million chunks
+        into points a batch at a time, never all at once)."""
+        return ChunkBatch(
+            ids=self.ids[start:stop],
+            texts=self.texts[start:stop],
+            metadatas=self.metadatas[start:stop],
+            vectors=None if self.vectors is None else self.vectors[start:stop],
+        )
+
 
 @runtime_checkable
 class StoreWriter(Protocol):

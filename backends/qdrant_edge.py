@@ -308,7 +308,7 @@ def passage_points(
         return chunk_points(batch, sentence_counts)
     embeddings = load_embeddings(model, device)
     splitter = passage_splitter(embeddings, model, passages)
-    vectors = batch.vectors or []
+    vectors = batch.vectors if batch.vectors is not None else []
     split = [
         splitter.split(text, (meta or {}).get("title")) if splitter else [text]
         for text, meta in zip(batch.texts, batch.metadatas, strict=True)
@@ -379,9 +379,9 @@ def sentence_points(
     stored: Path | None = None,
 ) -> list[Point]:
     """One point per sentence of each chunk (``sentences[i]`` are chunk ``i``'s), embedded
-    with the shared model, each distinct text once (read from the ``stored`` sentence vectors
-    when they hold it); payload: the chunk id, its metadata (for filters and deletes) and the
-    sentence number."""
+    with the shared model, each distinct text of the batch once (read from the ``stored``
+    sentence vectors when they hold it); payload: the chunk id, its metadata (for filters and
+    deletes) and the sentence number."""
     unique = list(dict.fromkeys(text for parts in sentences for text in parts))
     if not unique:
         return []
@@ -535,20 +535,35 @@ def write_chunks(
     (all its passages) and the given chunks upserted (as passages when ``settings.passages``
     says so), its HNSW index built. Sentence vectors stored in ``sentence_vectors`` (the file
     ingest fills for the generator, the same model and sentences) are read, not embedded
-    again."""
+    again.
+
+    Points are made and embedded ``WRITE_BATCH`` chunks at a time as they are upserted, so a
+    write's memory is the engine's plus one batch, whatever the collection's size; the cost is
+    that embedding runs under the write lock (another writer waits, readers do not)."""
     directory = settings.store_dir(base_dir)
     identity = embedding_identity(embedding_model)
     batch = ChunkBatch(ids=ids, texts=texts, metadatas=metadatas, vectors=vectors)
     weight = settings.passages.sentence_weight if settings.passages is not None else 0.0
-    sentences = [split_sentences(text) for text in texts] if weight > 0 else None
-    counts = [len(parts) for parts in sentences] if sentences is not None else None
-    extra: list[Point] = []
-    if settings.passages is not None and ids:  # embedding is slow: before taking the lock
-        points = passage_points(batch, settings.passages, embedding_model, device, counts)
-        if sentences is not None:
-            extra = sentence_points(batch, sentences, embedding_model, device, sentence_vectors)
-    else:
-        points = chunk_points(batch) if ids else []
+    counts = [len(split_sentences(text)) for text in texts] if weight > 0 else None
+
+    def passage_batches() -> Iterator[list[Point]]:
+        """The passage shard's points, ``WRITE_BATCH`` chunks at a time: a collection of a
+        million chunks (six million points with their sentences) is never held as points."""
+        for start in range(0, len(ids), WRITE_BATCH):
+            part = batch.part(start, start + WRITE_BATCH)
+            if settings.passages is None:
+                yield chunk_points(part)
+                continue
+            part_counts = counts[start : start + WRITE_BATCH] if counts is not None else None
+            yield passage_points(part, settings.passages, embedding_model, device, part_counts)
+
+    def sentence_batches() -> Iterator[list[Point]]:
+        """The sentence shard's points, the sentences of ``WRITE_BATCH`` chunks at a time."""
+        for start in range(0, len(ids), WRITE_BATCH):
+            part = batch.part(start, start + WRITE_BATCH)
+            split = [split_sentences(text) for text in part.texts]
+            yield sentence_points(part, split, embedding_model, device, sentence_vectors)
+
     passages = settings.passages.model_dump() if settings.passages is not None else None
     with write_lock(directory):
         for stale in directory.glob(f".{REVISION_PREFIX}*{STAGING_MARK}*"):
@@ -569,8 +584,9 @@ def write_chunks(
         dimension = manifest["dimension"] if manifest else len(vectors[0])
         revision = f"{REVISION_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:8]}"
 
-        def apply(folder: Path, existing: bool, new_points: list[Point]) -> int:
-            """Deletes and upserts on one shard of the staging revision; its point count."""
+        def apply(folder: Path, existing: bool, new_points: Iterable[list[Point]]) -> int:
+            """Deletes and upserts on one shard of the staging revision (the points come in
+            batches, each embedded as it is reached); its point count."""
             config = shard_config(settings, dimension)
             if existing:
                 shard = EdgeShard.load(str(folder), config)
@@ -590,9 +606,9 @@ def write_chunks(
                                 Filter(must=[FieldCondition(key="id", match=MatchAny(written))])
                             )
                         )
-                for start in range(0, len(new_points), WRITE_BATCH):
-                    part = new_points[start : start + WRITE_BATCH]
-                    shard.update(UpdateOperation.upsert_points(part))
+                for part in new_points:
+                    if part:
+                        shard.update(UpdateOperation.upsert_points(part))
                 shard.optimize()
                 shard.flush()
                 return shard.info().points_count
@@ -602,13 +618,13 @@ def write_chunks(
         def fill(staging: Path) -> None:
             if old:
                 shutil.copytree(directory / old, staging, dirs_exist_ok=True)
-            count = apply(staging, bool(old), points)
+            count = apply(staging, bool(old), passage_batches())
             sentence_dir = staging / SENTENCES_DIR
-            if sentences is not None:
+            if counts is not None:
                 # a sentence shard needs every chunk's sentences: ingest writes every file
                 # again when the passage settings change (QdrantEdgeStore.fingerprints)
                 existing = (sentence_dir / "edge_config.json").is_file()
-                sentence_count = apply(sentence_dir, existing, extra)
+                sentence_count = apply(sentence_dir, existing, sentence_batches())
             else:
                 shutil.rmtree(sentence_dir, ignore_errors=True)
                 sentence_count = 0

@@ -323,3 +323,52 @@ def _records(held):
     from qdrant_edge import ScrollRequest
 
     return held.shard.scroll(ScrollRequest(limit=100, with_payload=True))[0]
+
+
+def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypatch):
+    """A million-chunk collection is six million points: the write makes and embeds them a
+    batch of chunks at a time, and the batches add up to the same exact scores."""
+    from parallel_rag.backends import qdrant_edge
+
+    model = load_embeddings()
+    made: list[tuple[str, list[str]]] = []
+
+    def spy(name):
+        real = getattr(qdrant_edge, name)
+
+        def record(batch, *args, **kwargs):
+            made.append((name, list(batch.ids)))
+            return real(batch, *args, **kwargs)
+
+        monkeypatch.setattr(qdrant_edge, name, record)
+
+    spy("passage_points")
+    spy("sentence_points")
+    monkeypatch.setattr(qdrant_edge, "WRITE_BATCH", 2)
+    contents = [f"{title}\n{text}" for _, title, text in RECORDS]
+    ids = [record_id for record_id, _, _ in RECORDS]
+    settings = QdrantEdgeSettings(path=str(tmp_path / "edge"))
+    write_chunks(
+        settings,
+        None,
+        ids=ids,
+        texts=contents,
+        metadatas=[{"file_id": "records", "record_id": r} for r in ids],
+        vectors=model.embed_documents(contents),
+        replace_file_ids=[],
+    )
+    batches = [ids[0:2], ids[2:4], ids[4:5]]
+    assert made == [("passage_points", b) for b in batches] + [
+        ("sentence_points", b) for b in batches
+    ]
+    held = open_revision(settings.store_dir())
+    assert held.sentences.info().points_count == sum(len(split_sentences(c)) for c in contents)
+    assert held.shard.info().points_count == len(RECORDS)
+    monkeypatch.undo()
+    expected = exact_scores(DEFAULT_SENTENCE_WEIGHT, CLAIM)
+    docs = qdrant_edge.QdrantEdgeRetriever(settings=settings, k=len(RECORDS)).invoke(CLAIM)
+    assert [d.metadata["record_id"] for d in docs] == sorted(expected, key=expected.get)[::-1]
+    for doc in docs:
+        assert doc.metadata["retrieval_score"] == pytest.approx(
+            expected[doc.metadata["record_id"]], abs=1e-4
+        )
