@@ -121,7 +121,7 @@ class QueryPrefetch:
         a query the graph will refuse is simply not prefetched."""
         if not self.models or not isinstance(query, str) or len(query) > MAX_QUERY_CHARS:
             return 0
-        text = query.strip()  # the original view's text (``original_view``)
+        text = original_view({"query": query})[0]["text"]  # what the dense branch will embed
         if not text:
             return 0
         knobs = knobs or RAGContext()
