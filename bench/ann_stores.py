@@ -434,8 +434,11 @@ def exact_mixed_ms(vectors: np.ndarray, per_chunk: int, query_vectors: np.ndarra
     without an index would do); measured only while the sentences fit in about 1.5 GB."""
     if len(vectors) * per_chunk > 1_000_000:
         return []
-    blocks = [sentence_block(vectors, b, per_chunk) for b in range(block_count(len(vectors)))]
-    sentences = np.concatenate(blocks).reshape(-1, DIM)
+    sentences = np.empty((len(vectors), per_chunk, DIM), dtype=np.float32)
+    for block in range(block_count(len(vectors))):
+        start = block * SENTENCE_BLOCK
+        sentences[start : start + SENTENCE_BLOCK] = sentence_block(vectors, block, per_chunk)
+    sentences = sentences.reshape(-1, DIM)
     timings = []
     for q in query_vectors[:20]:
         began = time.perf_counter()
