@@ -472,7 +472,7 @@ def write_chunks(
             end = min(start + batch_size, len(ids))
             store.add_embeddings(
                 texts=list(texts[start:end]),
-                embeddings=[list(v) for v in vectors[start:end]],
+                embeddings=[[float(x) for x in v] for v in vectors[start:end]],
                 metadatas=[dict(m) for m in metadatas[start:end]],
                 ids=list(ids[start:end]),
             )

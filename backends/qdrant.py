@@ -232,7 +232,7 @@ def write_chunks(
     client = shared_client(key, settings.api_key)
     with client_lock(key):
         if not client.collection_exists(settings.collection):
-            dimension = len(vectors[0]) if vectors else len(load_embeddings().embed_query("x"))
+            dimension = len(vectors[0]) if len(vectors) else len(load_embeddings().embed_query("x"))
             client.create_collection(
                 settings.collection,
                 vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
@@ -248,7 +248,7 @@ def write_chunks(
             points = [
                 models.PointStruct(
                     id=ids[i],
-                    vector=list(vectors[i]),
+                    vector=[float(x) for x in vectors[i]],
                     payload={
                         settings.content_field: texts[i],
                         settings.metadata_field: metadatas[i],

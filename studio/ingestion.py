@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
 from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.registry import BACKENDS, store_writer
@@ -119,17 +120,21 @@ def store_root(config: PipelineConfig) -> str:
     return DEFAULT_ROOT
 
 
-def embed_chunks(
-    chunks: Sequence[Chunk], model: str, device: str, progress: bool
-) -> list[list[float]]:
+def embed_chunks(chunks: Sequence[Chunk], model: str, device: str, progress: bool) -> np.ndarray:
+    """The chunks' vectors, one float32 row each (what the model computes, exactly): a million
+    chunks at 384 dimensions take 1.5 GB this way, where lists of Python floats took 12 GB."""
+    matrix = np.zeros((len(chunks), 0), dtype=np.float32)
+    if not chunks:  # no model loaded when no dense index needs a vector
+        return matrix
     embeddings = load_embeddings(model, device)
-    vectors: list[list[float]] = []
     batches = range(0, len(chunks), EMBED_BATCH)
     for start in tqdm(batches, desc="embedding", unit="batch", disable=not progress):
-        vectors.extend(
-            embeddings.embed_documents([c.content for c in chunks[start : start + EMBED_BATCH]])
-        )
-    return vectors
+        part = chunks[start : start + EMBED_BATCH]
+        rows = np.asarray(embeddings.embed_documents([c.content for c in part]), np.float32)
+        if start == 0:
+            matrix = np.empty((len(chunks), rows.shape[1]), dtype=np.float32)
+        matrix[start : start + len(part)] = rows
+    return matrix
 
 
 SENTENCE_BATCH = 512  # sentences embedded and stored per transaction
@@ -231,12 +236,8 @@ def ingest_paths(
     dense = [files for w, files in zip(writers, to_write, strict=True) if w.needs_vectors]
     needed = set().union(*dense)
     to_embed = [c for c in chunks if c.metadata["file_id"] in needed]
-    vectors: dict[str, list[float]] = {}
-    if to_embed:
-        embedded = embed_chunks(
-            to_embed, config.embeddings.model, config.embeddings.device, progress
-        )
-        vectors = {c.id: v for c, v in zip(to_embed, embedded, strict=True)}
+    vectors = embed_chunks(to_embed, config.embeddings.model, config.embeddings.device, progress)
+    row_of = {c.id: row for row, c in enumerate(to_embed)}
     report.embedded = len(to_embed)
     report.sentences = store_sentence_vectors(chunks, config, base_dir, progress)
     for entry, writer, files_to_write in zip(targets, writers, to_write, strict=True):
@@ -250,7 +251,7 @@ def ingest_paths(
             ids=[c.id for c in written],
             texts=[c.content for c in written],
             metadatas=[c.metadata for c in written],
-            vectors=[vectors[c.id] for c in written] if writer.needs_vectors else None,
+            vectors=vectors[[row_of[c.id] for c in written]] if writer.needs_vectors else None,
         )
         writer.write(batch, sorted(files_to_write))
     return report
