@@ -450,7 +450,15 @@ def exact_mixed_ms(vectors: np.ndarray, per_chunk: int, query_vectors: np.ndarra
     return timings
 
 
-def run_sentences(n: int, per_chunk: int, queries: int, work: Path) -> list[dict[str, Any]]:
+def run_sentences(
+    n: int,
+    per_chunk: int,
+    queries: int,
+    work: Path,
+    efs: list[int] | None = None,
+    m: int | None = None,
+    ef_construct: int | None = None,
+) -> list[dict[str, Any]]:
     """Build the product's sentence-weighted Qdrant Edge collection over ``n`` chunks of
     ``per_chunk`` sentences each through ``write_chunks`` (vectors from ``SyntheticEmbeddings``)
     and query it through ``QdrantEdgeRetriever`` at ``SENTENCE_K``; recall@10 of the mixed
@@ -462,7 +470,10 @@ def run_sentences(n: int, per_chunk: int, queries: int, work: Path) -> list[dict
     from parallel_rag.backends.embeddings import load_embeddings
 
     vectors, query_vectors = dataset(n, queries)
-    settings = qdrant_edge.QdrantEdgeSettings(path=str(work / "edge"))
+    build = {"m": m, "ef_construct": ef_construct}
+    settings = qdrant_edge.QdrantEdgeSettings(
+        path=str(work / "edge"), **{k: v for k, v in build.items() if v is not None}
+    )
     weight = settings.passages.sentence_weight
     truth = exact_mixed_top_k(vectors, per_chunk, query_vectors, weight)
     exact_ms = exact_mixed_ms(vectors, per_chunk, query_vectors)
@@ -495,37 +506,44 @@ def run_sentences(n: int, per_chunk: int, queries: int, work: Path) -> list[dict
     held = qdrant_edge.open_revision(settings.store_dir())
     assert held.manifest["sentences"] == n * per_chunk, held.manifest
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
-    retriever = qdrant_edge.QdrantEdgeRetriever(
-        settings=settings, k=SENTENCE_K, embedding_model=SYNTHETIC_MODEL
-    )
-    for i in range(3):
-        retriever.invoke(f"q{i}")
-    timed = timed_queries(
-        len(query_vectors),
-        lambda i: model.embed_query(QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{i})"),
-        lambda i: [int(d.id[1:]) for d in retriever.invoke(f"q{i}")],
-        truth,
-    )
-    return [
-        {
-            "store": SENTENCES_STORE,
-            "n": n,
-            "sentences": per_chunk,
-            "k": SENTENCE_K,
-            "encoder": encoder,
-            "m": settings.m,
-            "ef_construct": settings.ef_construct,
-            "hnsw_ef": settings.hnsw_ef,
-            "upsert_per_s": n * (1 + per_chunk) / write_s,
-            "upsert_s": write_s,
-            "upsert_cpu_s": write_cpu,
-            "build_s": write_s,
-            "build_cpu_s": write_cpu,
-            **({"exact_numpy_ms_p50": float(np.median(exact_ms))} if exact_ms else {}),
-            "disk_mb": disk,
-            **timed,
-        }
-    ]
+    rows = []
+    for ef in sorted({*(efs or []), settings.hnsw_ef}):  # the product's beam always measured
+        searched = settings.model_copy(update={"hnsw_ef": ef})
+        retriever = qdrant_edge.QdrantEdgeRetriever(
+            settings=searched, k=SENTENCE_K, embedding_model=SYNTHETIC_MODEL
+        )
+        for i in range(3):
+            retriever.invoke(f"q{i}")
+        timed = timed_queries(
+            len(query_vectors),
+            # a text no earlier beam's queries used: the encoder's cache serves none of them
+            lambda i, ef=ef: model.embed_query(
+                QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{ef}.{i})"
+            ),
+            lambda i, retriever=retriever: [int(d.id[1:]) for d in retriever.invoke(f"q{i}")],
+            truth,
+        )
+        rows.append(
+            {
+                "store": SENTENCES_STORE,
+                "n": n,
+                "sentences": per_chunk,
+                "k": SENTENCE_K,
+                "encoder": encoder,
+                "m": settings.m,
+                "ef_construct": settings.ef_construct,
+                "hnsw_ef": ef,
+                "upsert_per_s": n * (1 + per_chunk) / write_s,
+                "upsert_s": write_s,
+                "upsert_cpu_s": write_cpu,
+                "build_s": write_s,
+                "build_cpu_s": write_cpu,
+                **({"exact_numpy_ms_p50": float(np.median(exact_ms))} if exact_ms else {}),
+                "disk_mb": disk,
+                **timed,
+            }
+        )
+    return rows
 
 
 def encoder_variants(reps: int) -> list[dict[str, Any]]:
@@ -799,7 +817,10 @@ def main(argv: list[str] | None = None) -> None:
         store, n = args.worker[0], int(args.worker[1])
         work = Path(args.work) / f"{store}-{n}"
         if store == SENTENCES_STORE:
-            emit({"rows": run_sentences(n, args.sentences, args.queries, work)})
+            rows = run_sentences(
+                n, args.sentences, args.queries, work, efs, args.m, args.ef_construct
+            )
+            emit({"rows": rows})
             return
         emit({"rows": run_one(store, n, args.queries, work, efs, args.m, args.ef_construct)})
         return
