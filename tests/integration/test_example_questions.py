@@ -3,9 +3,7 @@ defaults (packaged MiniLM, Qdrant local mode, BM25 on disk), each question of
 ``examples/questions.jsonl`` asked through the default graph (extractive generator); the answer
 holds the question's expected ``answer`` phrase, and the citation closing that phrase names the
 document it comes from; for a question flagged ``opens_answer`` (the demo question) the phrase
-is in the answer's first cited run of sentences. A question flagged ``extractive_miss`` is one
-the extractive answer is known not to reach yet: it is expected to fail (and reported if it
-starts passing)."""
+is in the answer's first cited run of sentences. Every question must pass."""
 
 from __future__ import annotations
 
@@ -44,19 +42,7 @@ def test_every_example_question_has_an_answer_phrase():
         assert question.get("answer", "").strip(), question["id"]
 
 
-@pytest.mark.parametrize(
-    "question",
-    [
-        pytest.param(
-            q,
-            id=q["id"],
-            marks=[pytest.mark.xfail(reason=q["extractive_miss"], strict=True)]
-            if q.get("extractive_miss")
-            else [],
-        )
-        for q in QUESTIONS
-    ],
-)
+@pytest.mark.parametrize("question", [pytest.param(q, id=q["id"]) for q in QUESTIONS])
 def test_the_demo_answers_the_example_question_with_its_phrase(example_graph, question):
     result = example_graph.invoke({"query": question["question"]})
     answer = result["answer"]
