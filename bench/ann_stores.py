@@ -95,14 +95,15 @@ def dataset(n: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
     return clustered_vectors(n, 1, centres), clustered_vectors(queries, 2, centres)
 
 
+def ranked_top_k(scores: np.ndarray) -> np.ndarray:
+    """The ``K`` best-scored ids, best first."""
+    top = np.argpartition(-scores, K)[:K]
+    return top[np.argsort(-scores[top])]
+
+
 def exact_top_k(vectors: np.ndarray, query_vectors: np.ndarray) -> np.ndarray:
     """Exact top-``K`` ids by inner product (the vectors are unit: cosine)."""
-    best = np.empty((len(query_vectors), K), dtype=np.int64)
-    for i, q in enumerate(query_vectors):
-        scores = vectors @ q
-        top = np.argpartition(-scores, K)[:K]
-        best[i] = top[np.argsort(-scores[top])]
-    return best
+    return np.stack([ranked_top_k(vectors @ q) for q in query_vectors])
 
 
 # ---------------------------------------------------------------------------------------- stores
@@ -422,14 +423,12 @@ def exact_mixed_top_k(
             len(sentences), per_chunk, -1
         ).max(axis=1)
     mixed = (1 - weight) * (vectors @ query_vectors.T) + weight * best_sentence
-    best = np.empty((len(query_vectors), K), dtype=np.int64)
-    for i in range(len(query_vectors)):
-        top = np.argpartition(-mixed[:, i], K)[:K]
-        best[i] = top[np.argsort(-mixed[top, i])]
-    return best
+    return np.stack([ranked_top_k(mixed[:, i]) for i in range(len(query_vectors))])
 
 
-def exact_mixed_ms(vectors: np.ndarray, per_chunk: int, query_vectors: np.ndarray) -> list[float]:
+def exact_mixed_ms(
+    vectors: np.ndarray, per_chunk: int, query_vectors: np.ndarray, weight: float
+) -> list[float]:
     """Wall ms of one query's exact mixed score over sentences held in memory (what a store
     without an index would do); measured only while the sentences fit in about 1.5 GB."""
     if len(vectors) * per_chunk > 1_000_000:
@@ -443,9 +442,7 @@ def exact_mixed_ms(vectors: np.ndarray, per_chunk: int, query_vectors: np.ndarra
     for q in query_vectors[:20]:
         began = time.perf_counter()
         sentence = (sentences @ q).reshape(len(vectors), per_chunk).max(axis=1)
-        scores = 0.5 * (vectors @ q) + 0.5 * sentence
-        top = np.argpartition(-scores, K)[:K]
-        top[np.argsort(-scores[top])]
+        ranked_top_k((1 - weight) * (vectors @ q) + weight * sentence)
         timings.append((time.perf_counter() - began) * 1000)
     return timings
 
@@ -476,7 +473,7 @@ def run_sentences(
     )
     weight = settings.passages.sentence_weight
     truth = exact_mixed_top_k(vectors, per_chunk, query_vectors, weight)
-    exact_ms = exact_mixed_ms(vectors, per_chunk, query_vectors)
+    exact_ms = exact_mixed_ms(vectors, per_chunk, query_vectors, weight)
 
     torch.set_num_threads(1)
     model = load_embeddings()
