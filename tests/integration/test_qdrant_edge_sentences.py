@@ -14,6 +14,7 @@ from parallel_rag.backends.base import BackendContext
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from parallel_rag.backends.qdrant_edge import (
     DEFAULT_SENTENCE_WEIGHT,
+    RANKING_PAYLOAD,
     SENTENCES_DIR,
     QdrantEdgeSettings,
     QdrantEdgeStore,
@@ -372,3 +373,88 @@ def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypa
         assert doc.metadata["retrieval_score"] == pytest.approx(
             expected[doc.metadata["record_id"]], abs=1e-4
         )
+
+
+class SentenceSearchMisses:
+    """A sentence shard whose approximate search finds nothing, as an HNSW graph does for a
+    point it cannot reach; exact scoring of named points still works."""
+
+    def __init__(self, shard):
+        self.shard = shard
+
+    def query(self, request):
+        return self.shard.query(request) if request.params.exact else []
+
+
+# one long chunk whose ten passages all match the claim's topic, and a short chunk with the
+# claim's own sentence among unrelated ones: the short chunk's passage ranks below every
+# passage of the long one, its mixed score above the long one's
+CROWDING = [
+    (
+        "long",
+        "Statins in older people",
+        " ".join(
+            [
+                "Statin therapy in older patients has been studied in many cohorts.",
+                "Cholesterol lowering drugs are prescribed widely to elderly people.",
+                "Statins reduce cardiovascular events in adults over sixty five.",
+                "Trials of statins in the elderly report fewer heart attacks.",
+                "Older people taking statins had lower cholesterol after a year.",
+                "Statin use among seniors has risen over two decades.",
+                "Guidelines discuss statins for primary prevention in old age.",
+                "Elderly patients on statins reported muscle aches occasionally.",
+                "Statin prescriptions for people above seventy vary by country.",
+                "Doctors weigh the benefits of statins for aged patients carefully.",
+            ]
+            * 2
+        ),
+    ),
+    (
+        "garden",
+        "Garden diary",
+        "Tomatoes need full sun and steady water. "
+        "Statins lower stroke risk in people older than seventy. "
+        "Compost improves the soil every spring.",
+    ),
+    ("sleep", "Sleep and memory", "Sleep consolidates memories. Deprivation impairs attention."),
+    ("muscle", "Exercise and muscle", "Resistance training builds muscle in adults of every age."),
+]
+
+
+def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_misses(
+    tmp_path, monkeypatch
+):
+    """A chunk of several passages fills several hits of the passage search, and a chunk of
+    the mixed top k can rank below all of them by its best passage: the passage search
+    proposes ``MIXED_CANDIDATES`` x k distinct chunks, so such a chunk is still found when
+    the sentence search misses it."""
+    from parallel_rag.backends import qdrant_edge
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = [json.dumps({"id": i, "title": t, "text": x}) for i, t, x in CROWDING]
+    (corpus / "records.jsonl").write_text("\n".join(lines) + "\n")
+    entry = {
+        "name": "dense",
+        "backend": "qdrant_edge",
+        "backend_config": {"path": "edge", "passages": {"max_tokens": 32}},
+    }
+    config = parse_config(
+        {"retrievers": [{"name": "lexical", "backend": "bm25"}, entry], "generator": {}}
+    )
+    ingest_paths([corpus], config, tmp_path, progress=False, chunk_size=20_000)
+    dense = retriever(entry, tmp_path)
+    held = open_revision(QdrantEdgeSettings(path="edge").store_dir(tmp_path))
+    vector = load_embeddings().embed_query(CLAIM)
+    expected = [c for c, _ in brute_force(held, vector, DEFAULT_SENTENCE_WEIGHT, None)]
+    hits = held.shard.query(
+        QueryRequest(limit=8, query=Query.Nearest(vector), with_payload=RANKING_PAYLOAD)
+    )
+    assert len({hit.payload["id"] for hit in hits}) == 1  # the long chunk's passages crowd out
+    assert expected[0] not in {hit.payload["id"] for hit in hits}  # the mixed best chunk
+    blind = type("Blind", (), {})()
+    blind.revision, blind.manifest, blind.shard = held.revision, held.manifest, held.shard
+    blind.sentences = SentenceSearchMisses(held.sentences)
+    monkeypatch.setattr(qdrant_edge, "open_revision", lambda directory: blind)
+    for k in (1, 2):
+        assert [d.id for d in dense.invoke(CLAIM, k=k)] == expected[:k], k
