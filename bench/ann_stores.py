@@ -759,6 +759,9 @@ def write_report(
     seen = set()
     for r in rows:
         if r.get("sentences") and "exact_numpy_ms_p50" in r:
+            if (r["n"], r["sentences"]) in seen:
+                continue  # one build queried at several beams: one exact figure
+            seen.add((r["n"], r["sentences"]))
             lines.append(
                 f"- exact numpy mixed score over {r['n']:,} chunks and "
                 f"{r['n'] * r['sentences']:,} sentences (one query, no encode): "
