@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -452,9 +453,12 @@ def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_miss
     )
     assert len({hit.payload["id"] for hit in hits}) == 1  # the long chunk's passages crowd out
     assert expected[0] not in {hit.payload["id"] for hit in hits}  # the mixed best chunk
-    blind = type("Blind", (), {})()
-    blind.revision, blind.manifest, blind.shard = held.revision, held.manifest, held.shard
-    blind.sentences = SentenceSearchMisses(held.sentences)
+    blind = SimpleNamespace(
+        revision=held.revision,
+        manifest=held.manifest,
+        shard=held.shard,
+        sentences=SentenceSearchMisses(held.sentences),
+    )
     monkeypatch.setattr(qdrant_edge, "open_revision", lambda directory: blind)
     for k in (1, 2):
         assert [d.id for d in dense.invoke(CLAIM, k=k)] == expected[:k], k
