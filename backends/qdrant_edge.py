@@ -160,7 +160,21 @@ class QdrantEdgeSettings(BaseModel):
         "search at 1M clustered vectors, where 128 gives 0.892, for about 0.1 ms more)",
     )
     m: int = Field(default=16, gt=0, description="HNSW edges per node")
-    ef_construct: int = Field(default=100, gt=0, description="candidates while building")
+    ef_construct: int = Field(
+        default=200,
+        gt=0,
+        description="candidates while building the passage index (200: at 1M clustered vectors "
+        "100 leaves some points out of every search's reach, recall@10 0.978 against exact "
+        "search, where 200 gives 1.000, for about twice that shard's build time)",
+    )
+    sentence_ef_construct: int = Field(
+        default=100,
+        gt=0,
+        description="candidates while building the sentence index (with a sentence weight "
+        "above 0). It holds several points a chunk but only proposes candidates (every "
+        "candidate's passage and sentence scores are then computed exactly), so it gets a "
+        "cheaper build than the passage index",
+    )
     full_scan_threshold_kb: int = Field(
         default=10_000, ge=0, description="segments smaller than this are searched exactly"
     )
@@ -506,12 +520,13 @@ def stored_fingerprints(directory: Path, file_ids: Sequence[str]) -> set[Fingerp
             return found
 
 
-def shard_config(settings: QdrantEdgeSettings, dimension: int) -> EdgeConfig:
+def shard_config(settings: QdrantEdgeSettings, dimension: int, ef_construct: int) -> EdgeConfig:
+    """A shard's engine settings; ``ef_construct`` is the passage or the sentence shard's."""
     return EdgeConfig(
         vectors=EdgeVectorParams(size=dimension, distance=Distance.Cosine),
         hnsw_config=HnswIndexConfig(
             m=settings.m,
-            ef_construct=settings.ef_construct,
+            ef_construct=ef_construct,
             full_scan_threshold=settings.full_scan_threshold_kb,
         ),
         max_search_threads=1,  # one request, one core: parallelism comes from the branches
@@ -590,10 +605,12 @@ def write_chunks(
         dimension = manifest["dimension"] if manifest else len(vectors[0])
         revision = f"{REVISION_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:8]}"
 
-        def apply(folder: Path, existing: bool, new_points: Iterable[list[Point]]) -> int:
+        def apply(
+            folder: Path, existing: bool, new_points: Iterable[list[Point]], ef_construct: int
+        ) -> int:
             """Deletes and upserts on one shard of the staging revision (the points come in
             batches, each embedded as it is reached); its point count."""
-            config = shard_config(settings, dimension)
+            config = shard_config(settings, dimension, ef_construct)
             if existing:
                 shard = EdgeShard.load(str(folder), config)
             else:
@@ -624,13 +641,18 @@ def write_chunks(
         def fill(staging: Path) -> None:
             if old:
                 shutil.copytree(directory / old, staging, dirs_exist_ok=True)
-            count = apply(staging, bool(old), passage_batches())
+            count = apply(staging, bool(old), passage_batches(), settings.ef_construct)
             sentence_dir = staging / SENTENCES_DIR
             if counts is not None:
                 # a sentence shard needs every chunk's sentences: ingest writes every file
                 # again when the passage settings change (QdrantEdgeStore.fingerprints)
                 existing = (sentence_dir / "edge_config.json").is_file()
-                sentence_count = apply(sentence_dir, existing, sentence_batches())
+                sentence_count = apply(
+                    sentence_dir,
+                    existing,
+                    sentence_batches(),
+                    settings.sentence_ef_construct,
+                )
             else:
                 shutil.rmtree(sentence_dir, ignore_errors=True)
                 sentence_count = 0

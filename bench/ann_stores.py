@@ -55,6 +55,8 @@ NOISE = 0.06  # per-dimension noise: a point's cosine to its centre is ~0.6, lik
 K = 10
 STORES = ("edge", "faiss", "qdrant_local", "milvus_lite")
 HNSW_STORES = ("edge", "faiss")
+# the one-vector rows' build beam unless --ef-construct says (the rows of runs 1-7 used it)
+ONE_VECTOR_EF_CONSTRUCT = 100
 """Stores with HNSW settings: the others search exhaustively (Qdrant local mode) or with their
 own index defaults (Milvus Lite), so their rows carry no m / ef."""
 FINDINGS = "## Reading"
@@ -455,6 +457,7 @@ def run_sentences(
     efs: list[int] | None = None,
     m: int | None = None,
     ef_construct: int | None = None,
+    sentence_ef_construct: int | None = None,
 ) -> list[dict[str, Any]]:
     """Build the product's sentence-weighted Qdrant Edge collection over ``n`` chunks of
     ``per_chunk`` sentences each through ``write_chunks`` (vectors from ``SyntheticEmbeddings``)
@@ -467,7 +470,7 @@ def run_sentences(
     from parallel_rag.backends.embeddings import load_embeddings
 
     vectors, query_vectors = dataset(n, queries)
-    build = {"m": m, "ef_construct": ef_construct}
+    build = {"m": m, "ef_construct": ef_construct, "sentence_ef_construct": sentence_ef_construct}
     settings = qdrant_edge.QdrantEdgeSettings(
         path=str(work / "edge"), **{k: v for k, v in build.items() if v is not None}
     )
@@ -529,6 +532,7 @@ def run_sentences(
                 "encoder": encoder,
                 "m": settings.m,
                 "ef_construct": settings.ef_construct,
+                "sentence_ef_construct": settings.sentence_ef_construct,
                 "hnsw_ef": ef,
                 "upsert_per_s": n * (1 + per_chunk) / write_s,
                 "upsert_s": write_s,
@@ -631,11 +635,15 @@ def versions() -> dict[str, str]:
 def params(r: dict[str, Any]) -> str:
     if r.get("m") is None:
         return "-"
-    return f"{r['m']} / {r['ef_construct']} / {r.get('hnsw_ef') or '-'}"
+    build = f"{r['m']} / {r['ef_construct']}"
+    if r.get("sentence_ef_construct", r["ef_construct"]) != r["ef_construct"]:
+        build += f" (sentences {r['sentence_ef_construct']})"
+    return f"{build} / {r.get('hnsw_ef') or '-'}"
 
 
 def row_key(r: dict[str, Any]) -> tuple:
-    return (r["store"], r["n"], r.get("m"), r.get("ef_construct"), r.get("hnsw_ef"))
+    sentence_build = r.get("sentence_ef_construct", r.get("ef_construct"))
+    return (r["store"], r["n"], r.get("m"), r.get("ef_construct"), sentence_build, r.get("hnsw_ef"))
 
 
 def store_label(r: dict[str, Any]) -> str:
@@ -793,7 +801,18 @@ def main(argv: list[str] | None = None) -> None:
         "--hnsw-ef", default="128", help="search beams to query each build at, e.g. 128,256,512"
     )
     parser.add_argument("--m", type=int, default=16, help="HNSW links per node (build)")
-    parser.add_argument("--ef-construct", type=int, default=100, help="HNSW build beam")
+    parser.add_argument(
+        "--ef-construct",
+        type=int,
+        help="HNSW build beam (default 100; the sentence-weighted row: the product's default "
+        "for its passage shard)",
+    )
+    parser.add_argument(
+        "--sentence-ef-construct",
+        type=int,
+        help="HNSW build beam of the sentence-weighted row's sentence shard (default: the "
+        "product's)",
+    )
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--work", default="/tmp/parallel-rag-ann")
     parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "ANN-RESULTS.md"))
@@ -818,11 +837,19 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(args.work) / f"{store}-{n}"
         if store == SENTENCES_STORE:
             rows = run_sentences(
-                n, args.sentences, args.queries, work, efs, args.m, args.ef_construct
+                n,
+                args.sentences,
+                args.queries,
+                work,
+                efs,
+                args.m,
+                args.ef_construct,
+                args.sentence_ef_construct,
             )
             emit({"rows": rows})
             return
-        emit({"rows": run_one(store, n, args.queries, work, efs, args.m, args.ef_construct)})
+        ef_construct = args.ef_construct or ONE_VECTOR_EF_CONSTRUCT
+        emit({"rows": run_one(store, n, args.queries, work, efs, args.m, ef_construct)})
         return
     run = {
         "command": (
@@ -861,7 +888,11 @@ def main(argv: list[str] | None = None) -> None:
             command = [sys.executable, "-m", "bench.ann_stores", "--worker", store, str(n)]
             command += ["--queries", str(args.queries), "--work", args.work]
             command += ["--hnsw-ef", args.hnsw_ef, "--m", str(args.m)]
-            command += ["--ef-construct", str(args.ef_construct)]
+            for flag, value in (
+                ("--ef-construct", args.ef_construct),
+                ("--sentence-ef-construct", args.sentence_ef_construct),
+            ):
+                command += [flag, str(value)] if value is not None else []
             command += ["--sentences", str(args.sentences)]
             hnsw = store in HNSW_STORES
             sentences = {"sentences": args.sentences} if store == SENTENCES_STORE else {}
@@ -884,7 +915,8 @@ def main(argv: list[str] | None = None) -> None:
                 result.setdefault("store", store)
                 result.setdefault("n", n)
                 result.setdefault("m", args.m if hnsw else None)
-                result.setdefault("ef_construct", args.ef_construct if hnsw else None)
+                one_vector = args.ef_construct or ONE_VECTOR_EF_CONSTRUCT
+                result.setdefault("ef_construct", one_vector if hnsw else None)
                 result.setdefault("hnsw_ef", efs[0] if hnsw and "error" in result else None)
                 result["run"] = run
                 rows = [r for r in rows if row_key(r) != row_key(result)] + [result]

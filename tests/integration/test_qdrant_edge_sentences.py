@@ -79,14 +79,14 @@ def write_corpus(folder: Path) -> None:
     (folder / "records.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def ingest(base_dir: Path, passages) -> dict:
+def ingest(base_dir: Path, passages, **settings) -> dict:
     corpus = base_dir / "corpus"
     corpus.mkdir()
     write_corpus(corpus)
     entry = {
         "name": "dense",
         "backend": "qdrant_edge",
-        "backend_config": {"path": "edge", "passages": passages},
+        "backend_config": {"path": "edge", "passages": passages, **settings},
     }
     config = parse_config(
         {"retrievers": [{"name": "lexical", "backend": "bm25"}, entry], "generator": {}}
@@ -174,6 +174,44 @@ def test_weight_zero_keeps_the_best_passage_alone_and_no_sentence_shard(tmp_path
     for doc in docs:
         assert doc.metadata["retrieval_score"] == pytest.approx(
             expected[doc.metadata["record_id"]], abs=1e-4
+        )
+
+
+def shard_build(folder: Path) -> dict:
+    """The HNSW build settings the engine keeps with a shard."""
+    return json.loads((folder / "edge_config.json").read_text())["hnsw_config"]
+
+
+def test_each_shard_is_built_with_its_own_beam(with_sentences, tmp_path):
+    """The passage index gets the wider build (the shard every query's candidates mostly come
+    from); the sentence index, with several points a chunk, the cheaper one. Both are
+    settings of the backend, and a collection built with others still answers exactly."""
+    base_dir, _ = with_sentences
+    settings = QdrantEdgeSettings(path="edge")
+    assert (settings.ef_construct, settings.sentence_ef_construct) == (200, 100)
+    held = open_revision(settings.store_dir(base_dir))
+    revision = settings.store_dir(base_dir) / held.revision
+    assert shard_build(revision)["ef_construct"] == 200
+    assert shard_build(revision / SENTENCES_DIR)["ef_construct"] == 100
+
+    entry = ingest(tmp_path, {}, ef_construct=48, sentence_ef_construct=24, m=8)
+    directory = QdrantEdgeSettings(path="edge").store_dir(tmp_path)
+    revision = directory / open_revision(directory).revision
+    passage_build, sentence_build = shard_build(revision), shard_build(revision / SENTENCES_DIR)
+    assert (passage_build["ef_construct"], passage_build["m"]) == (48, 8)
+    assert (sentence_build["ef_construct"], sentence_build["m"]) == (24, 8)
+    expected = exact_scores(DEFAULT_SENTENCE_WEIGHT, CLAIM)
+    docs = retriever(entry, tmp_path).invoke(CLAIM, k=len(RECORDS))
+    assert [d.metadata["record_id"] for d in docs] == sorted(
+        expected, key=expected.get, reverse=True
+    )
+    with pytest.raises(ValueError, match="sentence_ef_construct"):
+        EdgeEntry.model_validate(
+            {
+                "name": "dense",
+                "backend": "qdrant_edge",
+                "backend_config": {"sentence_ef_construct": 0},
+            }
         )
 
 
