@@ -55,10 +55,10 @@ NOISE = 0.06  # per-dimension noise: a point's cosine to its centre is ~0.6, lik
 K = 10
 STORES = ("edge", "faiss", "qdrant_local", "milvus_lite")
 HNSW_STORES = ("edge", "faiss")
-# the one-vector rows' build beam unless --ef-construct says (the rows of runs 1-7 used it)
-ONE_VECTOR_EF_CONSTRUCT = 100
 """Stores with HNSW settings: the others search exhaustively (Qdrant local mode) or with their
 own index defaults (Milvus Lite), so their rows carry no m / ef."""
+# the one-vector rows' build beam unless --ef-construct says (the rows of runs 1-7 used it)
+ONE_VECTOR_EF_CONSTRUCT = 100
 FINDINGS = "## Reading"
 BATCH = 1000
 QDRANT_LOCAL_TIMED = 5000
@@ -829,6 +829,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     efs = [int(e) for e in args.hnsw_ef.split(",")]
+    one_vector_build = args.ef_construct or ONE_VECTOR_EF_CONSTRUCT
     if args.worker and args.worker[0] == "encoders":
         emit({"rows": encoder_variants(int(args.worker[1]))})
         return
@@ -848,8 +849,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             emit({"rows": rows})
             return
-        ef_construct = args.ef_construct or ONE_VECTOR_EF_CONSTRUCT
-        emit({"rows": run_one(store, n, args.queries, work, efs, args.m, ef_construct)})
+        emit({"rows": run_one(store, n, args.queries, work, efs, args.m, one_vector_build)})
         return
     run = {
         "command": (
@@ -915,8 +915,7 @@ def main(argv: list[str] | None = None) -> None:
                 result.setdefault("store", store)
                 result.setdefault("n", n)
                 result.setdefault("m", args.m if hnsw else None)
-                one_vector = args.ef_construct or ONE_VECTOR_EF_CONSTRUCT
-                result.setdefault("ef_construct", one_vector if hnsw else None)
+                result.setdefault("ef_construct", one_vector_build if hnsw else None)
                 result.setdefault("hnsw_ef", efs[0] if hnsw and "error" in result else None)
                 result["run"] = run
                 rows = [r for r in rows if row_key(r) != row_key(result)] + [result]
