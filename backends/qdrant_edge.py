@@ -94,13 +94,6 @@ MANIFEST_FILE = "parallel_rag.json"
 REVISION_PREFIX = "rev-"
 WRITE_BATCH = 1024
 PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
-SENTENCE_OVERFETCH = 4  # sentence points asked per chunk wanted
-# distinct chunks the passage search proposes per chunk wanted when sentences are weighed in:
-# a chunk of the mixed top k often ranks below k by its best passage, and a chunk of several
-# passages fills several hits; on clustered vectors at 1M chunks the exact passage top 20
-# holds 0.84 of the mixed top 10, the top 80 0.997 (the sentence search finds the rest, but
-# it searches five times the points and misses more)
-MIXED_CANDIDATES = 4
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
 DEFAULT_SENTENCE_WEIGHT = 0.5
 ID_CACHE_CHUNKS = 8192  # chunks whose sentence point ids are kept (about 1 KB each)
@@ -174,6 +167,14 @@ class QdrantEdgeSettings(BaseModel):
         "above 0). It holds several points a chunk but only proposes candidates (every "
         "candidate's passage and sentence scores are then computed exactly), so it gets a "
         "cheaper build than the passage index",
+    )
+    candidates: int = Field(
+        default=4,
+        gt=0,
+        description="with a sentence weight above 0: chunks the passage search, and sentences "
+        "the sentence search, propose per result wanted; every proposed chunk is then scored "
+        "exactly. A chunk of the mixed top k often ranks below k by its best passage alone, "
+        "and a chunk of several passages or sentences fills several hits",
     )
     full_scan_threshold_kb: int = Field(
         default=10_000, ge=0, description="segments smaller than this are searched exactly"
@@ -700,13 +701,13 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
         # a sentence-weighted score is settled after the search: no threshold on the passages
         threshold = None if weight else self.score_threshold
         if weight:
-            wanted = limit = k * MIXED_CANDIDATES
+            wanted = limit = k * self.settings.candidates
         else:  # a chunk indexed as passages has several points: ask for more
             wanted, limit = k, k * PASSAGE_OVERFETCH if held.manifest.get("passages") else k
         best = self._best_passages(held, vector, wanted, limit, filters, threshold)
         if weight:
             found = [scored_hit(hit) for hit in best.values()]
-            ranked = mixed_scores(held, vector, found, k, filters, weight, self.settings.hnsw_ef)
+            ranked = mixed_scores(held, vector, found, k, filters, weight, self.settings)
             if self.score_threshold is not None:
                 ranked = [h for h in ranked if h["score"] >= self.score_threshold]
             top = ranked[:k]
@@ -809,22 +810,22 @@ def mixed_scores(
     k: int,
     filters: MetadataFilter | None,
     weight: float,
-    hnsw_ef: int,
+    settings: QdrantEdgeSettings,
 ) -> list[dict[str, Any]]:
     """Chunks scored ``(1 - weight) x best passage + weight x best sentence``, best first.
 
     Candidates are the chunks the passage search found and those the sentence shard's search
-    finds (``SENTENCE_OVERFETCH`` sentences per chunk wanted); a candidate one search missed
+    finds (``settings.candidates`` sentences per chunk wanted); a candidate one search missed
     gets that score computed exactly from its stored vectors. A chunk without sentences is
     scored by its best passage alone."""
     assert held.sentences is not None
-    limit = k * SENTENCE_OVERFETCH
+    limit = k * settings.candidates
     hits = held.sentences.query(
         QueryRequest(
             limit=limit,
             query=Query.Nearest(vector),
             filter=edge_filter(filters),
-            params=SearchParams(hnsw_ef=max(hnsw_ef, limit)),
+            params=SearchParams(hnsw_ef=max(settings.hnsw_ef, limit)),
             with_payload=SENTENCE_PAYLOAD,
         )
     )

@@ -458,11 +458,13 @@ def run_sentences(
     m: int | None = None,
     ef_construct: int | None = None,
     sentence_ef_construct: int | None = None,
+    candidates: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Build the product's sentence-weighted Qdrant Edge collection over ``n`` chunks of
     ``per_chunk`` sentences each through ``write_chunks`` (vectors from ``SyntheticEmbeddings``)
     and query it through ``QdrantEdgeRetriever`` at ``SENTENCE_K``; recall@10 of the mixed
-    score against the exact one in numpy."""
+    score against the exact one in numpy, at every search beam in ``efs`` and every
+    ``candidates`` (chunks each search proposes per result wanted) in ``candidates``."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     import torch
@@ -507,8 +509,13 @@ def run_sentences(
     assert held.manifest["sentences"] == n * per_chunk, held.manifest
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
     rows = []
-    for ef in sorted({*(efs or []), settings.hnsw_ef}):  # the product's beam always measured
-        searched = settings.model_copy(update={"hnsw_ef": ef})
+    searches = [  # the product's beam and candidates always measured
+        (ef, c)
+        for ef in sorted({*(efs or []), settings.hnsw_ef})
+        for c in sorted({*(candidates or []), settings.candidates})
+    ]
+    for ef, proposed in searches:
+        searched = settings.model_copy(update={"hnsw_ef": ef, "candidates": proposed})
         retriever = qdrant_edge.QdrantEdgeRetriever(
             settings=searched, k=SENTENCE_K, embedding_model=SYNTHETIC_MODEL
         )
@@ -517,8 +524,8 @@ def run_sentences(
         timed = timed_queries(
             len(query_vectors),
             # a text no earlier beam's queries used: the encoder's cache serves none of them
-            lambda i, ef=ef: model.embed_query(
-                QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{ef}.{i})"
+            lambda i, ef=ef, proposed=proposed: model.embed_query(
+                QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{ef}.{proposed}.{i})"
             ),
             lambda i, retriever=retriever: [int(d.id[1:]) for d in retriever.invoke(f"q{i}")],
             truth,
@@ -534,6 +541,7 @@ def run_sentences(
                 "ef_construct": settings.ef_construct,
                 "sentence_ef_construct": settings.sentence_ef_construct,
                 "hnsw_ef": ef,
+                "candidates": proposed,
                 "upsert_per_s": n * (1 + per_chunk) / write_s,
                 "upsert_s": write_s,
                 "upsert_cpu_s": write_cpu,
@@ -638,12 +646,23 @@ def params(r: dict[str, Any]) -> str:
     build = f"{r['m']} / {r['ef_construct']}"
     if r.get("sentence_ef_construct", r["ef_construct"]) != r["ef_construct"]:
         build += f" (sentences {r['sentence_ef_construct']})"
-    return f"{build} / {r.get('hnsw_ef') or '-'}"
+    search = f"{r.get('hnsw_ef') or '-'}"
+    if r.get("candidates"):
+        search += f" (candidates {r['candidates']})"
+    return f"{build} / {search}"
 
 
 def row_key(r: dict[str, Any]) -> tuple:
     sentence_build = r.get("sentence_ef_construct", r.get("ef_construct"))
-    return (r["store"], r["n"], r.get("m"), r.get("ef_construct"), sentence_build, r.get("hnsw_ef"))
+    return (
+        r["store"],
+        r["n"],
+        r.get("m"),
+        r.get("ef_construct"),
+        sentence_build,
+        r.get("hnsw_ef"),
+        r.get("candidates"),
+    )
 
 
 def store_label(r: dict[str, Any]) -> str:
@@ -813,6 +832,14 @@ def main(argv: list[str] | None = None) -> None:
         help="HNSW build beam of the sentence-weighted row's sentence shard (default: the "
         "product's)",
     )
+    parser.add_argument(
+        "--candidates",
+        help="the sentence-weighted row's chunks proposed per result wanted to query one build "
+        "at, e.g. 4,8,16 (the product's always included)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="leave each built store under --work when done"
+    )
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--work", default="/tmp/parallel-rag-ann")
     parser.add_argument("--out", default=str(REPO_ROOT / "bench" / "ANN-RESULTS.md"))
@@ -846,6 +873,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.m,
                 args.ef_construct,
                 args.sentence_ef_construct,
+                [int(c) for c in args.candidates.split(",")] if args.candidates else None,
             )
             emit({"rows": rows})
             return
@@ -891,6 +919,7 @@ def main(argv: list[str] | None = None) -> None:
             for flag, value in (
                 ("--ef-construct", args.ef_construct),
                 ("--sentence-ef-construct", args.sentence_ef_construct),
+                ("--candidates", args.candidates),
             ):
                 command += [flag, str(value)] if value is not None else []
             command += ["--sentences", str(args.sentences)]
@@ -920,7 +949,8 @@ def main(argv: list[str] | None = None) -> None:
                 result["run"] = run
                 rows = [r for r in rows if row_key(r) != row_key(result)] + [result]
                 print(fmt_row(result), flush=True)
-            shutil.rmtree(Path(args.work) / f"{store}-{n}", ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(Path(args.work) / f"{store}-{n}", ignore_errors=True)
             raw.write_text(json.dumps(rows, indent=1))
     rows.sort(
         key=lambda r: (
@@ -929,6 +959,7 @@ def main(argv: list[str] | None = None) -> None:
             r.get("m") or 0,
             r.get("ef_construct") or 0,
             r.get("hnsw_ef") or 0,
+            r.get("candidates") or 0,
         )
     )
     print(write_report(rows, Path(args.out), encoders))

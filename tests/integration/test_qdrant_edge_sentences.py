@@ -341,7 +341,8 @@ def mixed(held, vector: list[float], passage_hits: int, k: int, filters: dict | 
         )
     )
     found = [scored_hit(hit) for hit in best_per_chunk(hits).values()]
-    return mixed_scores(held, vector, found, k, filters, DEFAULT_SENTENCE_WEIGHT, 64)
+    searched = QdrantEdgeSettings(hnsw_ef=64)
+    return mixed_scores(held, vector, found, k, filters, DEFAULT_SENTENCE_WEIGHT, searched)
 
 
 def test_point_ids_derived_in_series_are_the_stored_ids():
@@ -465,7 +466,7 @@ def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_miss
 ):
     """A chunk of several passages fills several hits of the passage search, and a chunk of
     the mixed top k can rank below all of them by its best passage: the passage search
-    proposes ``MIXED_CANDIDATES`` x k distinct chunks, so such a chunk is still found when
+    proposes ``candidates`` x k distinct chunks (a setting), so such a chunk is still found when
     the sentence search misses it."""
     from parallel_rag.backends import qdrant_edge
 
