@@ -467,7 +467,7 @@ def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_miss
     """A chunk of several passages fills several hits of the passage search, and a chunk of
     the mixed top k can rank below all of them by its best passage: the passage search
     proposes ``candidates`` x k distinct chunks (a setting), so such a chunk is still found when
-    the sentence search misses it."""
+    the sentence search misses it; with ``candidates`` 1 it is not."""
     from parallel_rag.backends import qdrant_edge
 
     corpus = tmp_path / "corpus"
@@ -501,3 +501,8 @@ def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_miss
     monkeypatch.setattr(qdrant_edge, "open_revision", lambda directory: blind)
     for k in (1, 2):
         assert [d.id for d in dense.invoke(CLAIM, k=k)] == expected[:k], k
+    # proposing one chunk per result wanted, the long chunk's passages fill the search
+    narrow = retriever(
+        {**entry, "backend_config": {**entry["backend_config"], "candidates": 1}}, tmp_path
+    )
+    assert [d.id for d in narrow.invoke(CLAIM, k=1)] != expected[:1]
