@@ -29,12 +29,22 @@ import Stemmer
 # a sentence ends at . ! or ? followed by a space and a capital, a digit or an opening mark
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 LIST_MARKER = re.compile(r"^[-*\u2022]\s+")
+# A full stop that ends an abbreviation ends no sentence: an initial or initialism ("John F.
+# Kennedy", "the U.S. Army", "KKR & Co. L.P."), a title before a name ("Dr.", "St. Augustine"),
+# a company suffix, "v." of a case name ("Rostker v. Goldberg"), "No." before a number. Cutting
+# there leaves two fragments that each say less than the sentence: the answer's name is torn
+# from what is said about it.
+ABBREVIATION = re.compile(
+    r"(?:^|[\s(\[\"'])(?:(?:[A-Za-z]\.)+|"
+    r"(?:Mr|Mrs|Ms|Dr|Prof|Rev|Hon|Sr|Jr|St|Mt|Ft|Gen|Col|Lt|Capt|Sgt|Maj|Adm|Gov|Sen|Rep|"
+    r"Pres|Co|Corp|Inc|Ltd|Bros|No|Nos|Vol|vs|Jan|Feb|Mar|Apr|Aug|Sept?|Oct|Nov|Dec)\.)$"
+)
 
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of a chunk: every line's sentences; markdown headings and short lines
     without closing punctuation (a title, a label) are not sentences, and a list marker is not
-    part of one."""
+    part of one. A stop after an abbreviation (``ABBREVIATION``) does not end a sentence."""
     sentences: list[str] = []
     for line in text.splitlines():
         line = line.strip()
@@ -43,7 +53,13 @@ def split_sentences(text: str) -> list[str]:
         line = LIST_MARKER.sub("", line)
         if len(line.split()) < 5 and not line.endswith((".", "!", "?")):
             continue  # a title or label line, not a sentence
-        sentences.extend(part.strip() for part in SENTENCE_END.split(line) if part.strip())
+        parts: list[str] = []
+        for part in SENTENCE_END.split(line):
+            if parts and ABBREVIATION.search(parts[-1]):
+                parts[-1] = f"{parts[-1]} {part}"  # the stop ended an abbreviation
+            else:
+                parts.append(part)
+        sentences.extend(part.strip() for part in parts if part.strip())
     return sentences
 
 

@@ -227,6 +227,24 @@ def test_split_sentences_skips_headings_and_list_markers():
     ]  # headings, list markers and title-like lines (no end punctuation, < 5 words) dropped
 
 
+def test_split_sentences_does_not_end_a_sentence_at_an_abbreviation():
+    """Initials, titles, company suffixes and case names keep their sentence whole: a cut
+    there tears the name from what the sentence says about it."""
+    text = (
+        "KKR & Co. L.P. is an American private equity firm. John F. Kennedy visited the "
+        "U.S. Army base. Rostker v. Goldberg was decided in 1981. He lived in St. Augustine "
+        "with Dr. Smith. It ended in 1922. In 1923 it began."
+    )
+    assert split_sentences(text) == [
+        "KKR & Co. L.P. is an American private equity firm.",
+        "John F. Kennedy visited the U.S. Army base.",
+        "Rostker v. Goldberg was decided in 1981.",
+        "He lived in St. Augustine with Dr. Smith.",
+        "It ended in 1922.",
+        "In 1923 it began.",
+    ]
+
+
 def test_cited_numbers_valid_in_first_use_order_and_invalid():
     assert cited_numbers("A [2] B [1] C [2] D [9] E [0] [9]", 3) == ([2, 1], [9, 0])
     assert cited_numbers("no citations", 3) == ([], [])
