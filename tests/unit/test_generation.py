@@ -233,7 +233,8 @@ def test_split_sentences_does_not_end_a_sentence_at_an_abbreviation():
     text = (
         "KKR & Co. L.P. is an American private equity firm. John F. Kennedy visited the "
         "U.S. Army base. Rostker v. Goldberg was decided in 1981. He lived in St. Augustine "
-        "with Dr. Smith. It ended in 1922. In 1923 it began."
+        "with Dr. Smith. It ended in 1922. In 1923 it began. Ritchie developed C from the "
+        "language B. Writing a kernel in it was new."
     )
     assert split_sentences(text) == [
         "KKR & Co. L.P. is an American private equity firm.",
@@ -242,6 +243,8 @@ def test_split_sentences_does_not_end_a_sentence_at_an_abbreviation():
         "He lived in St. Augustine with Dr. Smith.",
         "It ended in 1922.",
         "In 1923 it began.",
+        "Ritchie developed C from the language B.",  # one capital after a lower-case word
+        "Writing a kernel in it was new.",
     ]
 
 
