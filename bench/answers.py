@@ -44,7 +44,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
-from bench.data import REPO_ROOT, DataMissing, HotpotQA, doc_text, load_hotpotqa  # noqa: E402
+from bench.data import (  # noqa: E402
+    REPO_ROOT,
+    DataMissing,
+    HotpotQA,
+    doc_text,
+    load_hotpotqa,
+    sentence_fingerprint,
+)
 from bench.embedding_cache import EmbeddingCache, installed  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
@@ -133,7 +140,11 @@ def ensure_index(data: HotpotQA, config, work: Path) -> None:
     from parallel_rag.studio.evaluation import index_corpus
 
     marker = work / "index.json"
-    wanted = {"docs": len(data.corpus), "config": _fingerprint(config.model_dump(mode="json"))}
+    wanted = {
+        "docs": len(data.corpus),
+        "config": _fingerprint(config.model_dump(mode="json")),
+        "sentences": sentence_fingerprint(data.corpus),
+    }
     if marker.is_file() and json.loads(marker.read_text()) == wanted:
         return
     log(f"[index] {len(data.corpus)} paragraphs into {work}")

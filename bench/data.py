@@ -45,6 +45,20 @@ def doc_text(doc: dict[str, str]) -> str:
     return f"{doc['title']}\n{doc['text']}".strip()
 
 
+def sentence_fingerprint(corpus: dict[str, dict[str, str]]) -> str:
+    """A digest of the corpus cut into sentences as ingest cuts it: part of a cached index's
+    signature, so an index built before the sentence splitter changed is built again."""
+    import hashlib
+
+    from parallel_rag.backends.text_analysis import split_sentences
+
+    digest = hashlib.sha256()
+    for doc_id in sorted(corpus):
+        for sentence in split_sentences(doc_text(corpus[doc_id])):
+            digest.update(sentence.encode("utf-8") + b"\n")
+    return digest.hexdigest()[:16]
+
+
 def load_scifact(split: str):
     """SciFact as a ``studio.evaluation.BeirCollection`` (queries judged in ``split``)."""
     from parallel_rag.studio.evaluation import MissingDatasetError, load_beir

@@ -50,6 +50,7 @@ from bench.data import (  # noqa: E402
     doc_text,
     load_hotpotqa,
     load_scifact,
+    sentence_fingerprint,
 )
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
@@ -424,7 +425,12 @@ def build_edge_indexes(
 
     from bench.quality import pipeline
 
-    signature = {"docs": len(corpus), "ids": sorted(corpus)[:5], "collection": collection}
+    signature = {
+        "docs": len(corpus),
+        "ids": sorted(corpus)[:5],
+        "collection": collection,
+        "sentences": sentence_fingerprint(corpus),
+    }
     wanted = {"plain": None, "passages": PASSAGES_ON}
     if not passages:
         del wanted["passages"]
