@@ -514,3 +514,62 @@ def test_extractive_labels_a_pronoun_with_its_title_when_the_antecedent_does_not
     untitled = [{**docs[0], "metadata": {}}]
     generated = ExtractiveGenerator(max_words=20).generate("Who designed the viaduct?", untitled)
     assert "It was" not in generated.answer  # no title, no antecedent that fits: skipped
+
+
+def _ranked_by_fusion_only(**follow_up: float) -> ExtractiveGenerator:
+    """A generator whose base score is the fused rank alone, so the only thing that can move a
+    later document's sentence ahead of an earlier one's is a follow-up weight."""
+    generator = ExtractiveGenerator(max_sentences=2, min_term_overlap=0.1)
+    generator.weights = {"rank": 1.0}
+    generator.follow_up_weights = {"named_by_pick": 0.0, "uncovered": 0.0, **follow_up}
+    return generator
+
+
+def test_extractive_follows_the_picked_sentence_to_the_document_it_names():
+    docs = [
+        {
+            "id": "unit",
+            "content": "The 122nd SS-Standarte was formed in the city of Strasbourg.",
+            "metadata": {"title": "122nd SS-Standarte"},
+        },
+        {
+            "id": "colmar",
+            "content": "The city had 67,000 inhabitants.",
+            "metadata": {"title": "Colmar"},
+        },
+        {
+            "id": "strasbourg",
+            "content": "The city had 276,170 inhabitants.",
+            "metadata": {"title": "Strasbourg"},
+        },
+    ]
+    question = "How many inhabitants did the city where the 122nd SS-Standarte was formed have?"
+    assert "67,000" in _ranked_by_fusion_only().generate(question, docs).answer
+    followed = _ranked_by_fusion_only(named_by_pick=1.0).generate(question, docs)
+    assert "276,170" in followed.answer and "67,000" not in followed.answer
+    assert sorted(followed.cited_numbers) == [1, 3]
+
+
+def test_extractive_follows_up_with_what_the_question_still_asks():
+    docs = [
+        {
+            "id": "championship",
+            "content": "The Argentine PGA Championship record holder is Roberto De Vicenzo.",
+            "metadata": {},
+        },
+        {
+            "id": "history",
+            "content": "The Argentine PGA Championship has been played since 1920.",
+            "metadata": {},
+        },
+        {"id": "career", "content": "De Vicenzo won 230 tournaments worldwide.", "metadata": {}},
+    ]
+    question = (
+        "How many tournaments worldwide has the Argentine PGA Championship record holder won?"
+    )
+    assert "1920" in _ranked_by_fusion_only().generate(question, docs).answer
+    followed = _ranked_by_fusion_only(uncovered=1.0).generate(question, docs)
+    assert "230 tournaments" in followed.answer and "1920" not in followed.answer
+    # the question's own function words ("how", "has") are nothing a sentence still owes
+    worded = [*docs[:2], {"id": "how", "content": "How it has been won.", "metadata": {}}]
+    assert "1920" in _ranked_by_fusion_only(uncovered=1.0).generate(question, worded).answer
