@@ -422,7 +422,9 @@ class ExtractiveGenerator:
 
     * ``named_by_pick``: a sentence already picked from another document names this one's
       document (its title, not named by the question): the second hop of a two-step question
-      ("...formed in the city of Strasbourg" -> the Strasbourg article);
+      ("...formed in the city of Strasbourg" -> the Strasbourg article), whose sentences that
+      carry a query term no pick does become candidates even when they share too little of
+      the question to be eligible ("Strasbourg had 276,170 inhabitants");
     * ``uncovered``: the IDF-weighted query terms (function words aside) this sentence
       carries that no picked one does, over the best remaining sentence's: the part of the
       question still unanswered ("...has won how many tournaments worldwide?" once the record
@@ -703,7 +705,7 @@ class ExtractiveGenerator:
 
         while len(chosen) < self.max_sentences:
             if chosen:
-                self._follow_up(sentences, chosen, base)
+                eligible += self._follow_up(sentences, chosen, base)
             ranked = sorted(
                 (s for s in eligible if s not in chosen),
                 key=lambda s: (-s.score, s.number, s.position),
@@ -714,15 +716,18 @@ class ExtractiveGenerator:
 
     def _follow_up(
         self, candidates: list[_Sentence], chosen: list[_Sentence], base: Mapping[int, float]
-    ) -> None:
+    ) -> list[_Sentence]:
         """Score the candidates not chosen yet as their base score plus what they add to the
-        picks (``follow_up_weights``); a chosen sentence keeps the score it was chosen at."""
+        picks (``follow_up_weights``); a chosen sentence keeps the score it was chosen at.
+        Returns the sentences that become eligible now: those of a document a pick names
+        that carry a query term no pick does, however little of the question they share."""
         covered = {t for c in chosen for t in c.carried}
         picked = [(c.number, " ".join(c.text.lower().split())) for c in chosen]
         rest = [s for s in candidates if s not in chosen]
         uncovered = {id(s): sum(v for t, v in s.carried.items() if t not in covered) for s in rest}
         top = max(uncovered.values(), default=0.0) or 1.0
         weight = self.follow_up_weights
+        followed = []
         for s in rest:
             named = bool(s.subject) and any(
                 n != s.number and s.subject in text for n, text in picked
@@ -732,6 +737,11 @@ class ExtractiveGenerator:
                 + weight.get("named_by_pick", 0.0) * named
                 + weight.get("uncovered", 0.0) * uncovered[id(s)] / top
             )
+            if named and weight.get("named_by_pick", 0.0) and uncovered[id(s)] and not s.eligible:
+                # the second hop's sentence need not share the first hop's words
+                s.eligible = True
+                followed.append(s)
+        return followed
 
     def _arrange(
         self,

@@ -573,3 +573,24 @@ def test_extractive_follows_up_with_what_the_question_still_asks():
     # the question's own function words ("how", "has") are nothing a sentence still owes
     worded = [*docs[:2], {"id": "how", "content": "How it has been won.", "metadata": {}}]
     assert "1920" in _ranked_by_fusion_only(uncovered=1.0).generate(question, worded).answer
+
+
+def test_extractive_takes_from_a_named_document_a_sentence_sharing_too_little_of_the_question():
+    docs = [
+        {
+            "id": "unit",
+            "content": "The 122nd SS-Standarte was formed in the city of Strasbourg.",
+            "metadata": {"title": "122nd SS-Standarte"},
+        },
+        {
+            "id": "strasbourg",
+            "content": "Strasbourg had 276,170 inhabitants.",
+            "metadata": {"title": "Strasbourg"},
+        },
+    ]
+    question = "How many inhabitants did the city where the 122nd SS-Standarte was formed have?"
+    generator = ExtractiveGenerator()
+    assert sorted(generator.generate(question, docs).cited_numbers) == [1, 2]
+    assert "276,170" in generator.generate(question, docs).answer
+    generator.follow_up_weights = {"named_by_pick": 0.0, "uncovered": 1.0}
+    assert generator.generate(question, docs).cited_numbers == [1]
