@@ -525,25 +525,26 @@ def _ranked_by_fusion_only(**follow_up: float) -> ExtractiveGenerator:
     return generator
 
 
+def _titled(doc_id: str, content: str, title: str) -> dict:
+    return {"id": doc_id, "content": content, "metadata": {"title": title}}
+
+
+# a two-step question: the first hop names the city, the city's article holds the answer
+STANDARTE_QUESTION = (
+    "How many inhabitants did the city where the 122nd SS-Standarte was formed have?"
+)
+STANDARTE = _titled(
+    "unit", "The 122nd SS-Standarte was formed in the city of Strasbourg.", "122nd SS-Standarte"
+)
+
+
 def test_extractive_follows_the_picked_sentence_to_the_document_it_names():
     docs = [
-        {
-            "id": "unit",
-            "content": "The 122nd SS-Standarte was formed in the city of Strasbourg.",
-            "metadata": {"title": "122nd SS-Standarte"},
-        },
-        {
-            "id": "colmar",
-            "content": "The city had 67,000 inhabitants.",
-            "metadata": {"title": "Colmar"},
-        },
-        {
-            "id": "strasbourg",
-            "content": "The city had 276,170 inhabitants.",
-            "metadata": {"title": "Strasbourg"},
-        },
+        STANDARTE,
+        _titled("colmar", "The city had 67,000 inhabitants.", "Colmar"),
+        _titled("strasbourg", "The city had 276,170 inhabitants.", "Strasbourg"),
     ]
-    question = "How many inhabitants did the city where the 122nd SS-Standarte was formed have?"
+    question = STANDARTE_QUESTION
     assert "67,000" in _ranked_by_fusion_only().generate(question, docs).answer
     followed = _ranked_by_fusion_only(named_by_pick=1.0).generate(question, docs)
     assert "276,170" in followed.answer and "67,000" not in followed.answer
@@ -576,19 +577,8 @@ def test_extractive_follows_up_with_what_the_question_still_asks():
 
 
 def test_extractive_takes_from_a_named_document_a_sentence_sharing_too_little_of_the_question():
-    docs = [
-        {
-            "id": "unit",
-            "content": "The 122nd SS-Standarte was formed in the city of Strasbourg.",
-            "metadata": {"title": "122nd SS-Standarte"},
-        },
-        {
-            "id": "strasbourg",
-            "content": "Strasbourg had 276,170 inhabitants.",
-            "metadata": {"title": "Strasbourg"},
-        },
-    ]
-    question = "How many inhabitants did the city where the 122nd SS-Standarte was formed have?"
+    docs = [STANDARTE, _titled("strasbourg", "Strasbourg had 276,170 inhabitants.", "Strasbourg")]
+    question = STANDARTE_QUESTION
     generator = ExtractiveGenerator()
     assert sorted(generator.generate(question, docs).cited_numbers) == [1, 2]
     assert "276,170" in generator.generate(question, docs).answer
