@@ -815,9 +815,10 @@ def mixed_scores(
     """Chunks scored ``(1 - weight) x best passage + weight x best sentence``, best first.
 
     Candidates are the chunks the passage search found and those the sentence shard's search
-    finds (``settings.candidates`` sentences per chunk wanted); a candidate one search missed
-    gets that score computed exactly from its stored vectors. A chunk without sentences is
-    scored by its best passage alone."""
+    finds (``settings.candidates`` sentences per chunk wanted); a candidate the passage search
+    missed gets its passage score computed exactly from its stored vectors, and every
+    candidate its best sentence over all its stored sentence vectors. A chunk without
+    sentences is scored by its best passage alone."""
     assert held.sentences is not None
     limit = k * settings.candidates
     hits = held.sentences.query(
@@ -829,10 +830,9 @@ def mixed_scores(
             with_payload=SENTENCE_PAYLOAD,
         )
     )
-    best_sentence = {chunk: float(hit.score) for chunk, hit in best_per_chunk(hits).items()}
     candidates = {h["id"]: h for h in found}
     # met by a sentence only: its passages (the first one carries the count and the content)
-    unmet = [chunk for chunk in best_sentence if chunk not in candidates]
+    unmet = [chunk for chunk in best_per_chunk(hits) if chunk not in candidates]
     firsts = _best_per_chunk(
         held.shard,
         {uuid.UUID(point_id(chunk)): chunk for chunk in unmet},
@@ -857,15 +857,20 @@ def mixed_scores(
             "score": max(score, others[chunk][0]) if chunk in others else score,
             "sentences": first.get("sentences"),
         }
-    # met by a passage only: its sentences
+    # every candidate's best sentence from all its sentences: the sentence search proposes a
+    # chunk by the sentences it returned, which need not include the chunk's best one (at 1M
+    # chunks x 5 sentences, scoring a chunk by its best returned sentence cost recall@10
+    # 0.944 -> 0.887 as the search went deeper and met more chunks by a lesser sentence)
     wanted = {
         key: chunk
         for chunk, hit in candidates.items()
-        if chunk not in best_sentence and hit["sentences"]
+        if hit["sentences"]
         for key in sentence_uuids(chunk, int(hit["sentences"]))
     }
-    for chunk, (score, _) in _best_per_chunk(held.sentences, wanted, vector).items():
-        best_sentence[chunk] = score
+    best_sentence = {
+        chunk: score
+        for chunk, (score, _) in _best_per_chunk(held.sentences, wanted, vector).items()
+    }
     ranked = []
     for position, (chunk, hit) in enumerate(candidates.items()):
         sentence = best_sentence.get(chunk)
