@@ -415,6 +415,16 @@ def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypa
         )
 
 
+def serve_sentence_shard(monkeypatch, held, sentences) -> None:
+    """Every retriever opens ``held`` with ``sentences`` in place of its sentence shard."""
+    from parallel_rag.backends import qdrant_edge
+
+    served = SimpleNamespace(
+        revision=held.revision, manifest=held.manifest, shard=held.shard, sentences=sentences
+    )
+    monkeypatch.setattr(qdrant_edge, "open_revision", lambda directory: served)
+
+
 class SentenceSearchMisses:
     """A sentence shard whose approximate search finds nothing, as an HNSW graph does for a
     point it cannot reach; exact scoring of named points still works."""
@@ -468,7 +478,6 @@ def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_miss
     the mixed top k can rank below all of them by its best passage: the passage search
     proposes ``candidates`` x k distinct chunks (a setting), so such a chunk is still found when
     the sentence search misses it; with ``candidates`` 1 it is not."""
-    from parallel_rag.backends import qdrant_edge
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -492,13 +501,7 @@ def test_the_passage_search_proposes_enough_chunks_when_the_sentence_search_miss
     )
     assert len({hit.payload["id"] for hit in hits}) == 1  # the long chunk's passages crowd out
     assert expected[0] not in {hit.payload["id"] for hit in hits}  # the mixed best chunk
-    blind = SimpleNamespace(
-        revision=held.revision,
-        manifest=held.manifest,
-        shard=held.shard,
-        sentences=SentenceSearchMisses(held.sentences),
-    )
-    monkeypatch.setattr(qdrant_edge, "open_revision", lambda directory: blind)
+    serve_sentence_shard(monkeypatch, held, SentenceSearchMisses(held.sentences))
     for k in (1, 2):
         assert [d.id for d in dense.invoke(CLAIM, k=k)] == expected[:k], k
     # proposing one chunk per result wanted, the long chunk's passages fill the search
@@ -527,17 +530,10 @@ def test_a_chunk_met_by_a_lesser_sentence_is_scored_by_its_best(with_sentences, 
     """The sentence search only proposes chunks: a chunk it met by a lesser sentence than its
     best is still scored by its best (at 1M chunks x 5 sentences, scoring it by the sentence
     the search returned cost recall@10 0.944 -> 0.887 as the search went deeper)."""
-    from parallel_rag.backends import qdrant_edge
 
     base_dir, entry = with_sentences
     held = open_revision(QdrantEdgeSettings(path="edge").store_dir(base_dir))
-    lesser = SimpleNamespace(
-        revision=held.revision,
-        manifest=held.manifest,
-        shard=held.shard,
-        sentences=SentenceSearchReturnsLesser(held.sentences),
-    )
-    monkeypatch.setattr(qdrant_edge, "open_revision", lambda directory: lesser)
+    serve_sentence_shard(monkeypatch, held, SentenceSearchReturnsLesser(held.sentences))
     dense = retriever(entry, base_dir)
     model = load_embeddings()
     for query in QUERIES:
