@@ -462,6 +462,7 @@ def run_sentences(
     sentence_ef_construct: int | None = None,
     candidates: list[int] | None = None,
     reuse: bool = False,
+    quantizations: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Build the product's sentence-weighted Qdrant Edge collection over ``n`` chunks of
     ``per_chunk`` sentences each through ``write_chunks`` (vectors from ``SyntheticEmbeddings``)
@@ -469,7 +470,11 @@ def run_sentences(
     score against the exact one in numpy, at every search beam in ``efs`` and every
     ``candidates`` (chunks each search proposes per result wanted) in ``candidates``.
     ``reuse`` queries the collection an earlier ``--keep`` run left in ``work`` instead of
-    building it again (a 1M build takes hours here); its rows carry no write figures."""
+    building it again (a 1M build takes hours here); its rows carry no write figures.
+    ``quantizations`` (``"int8"``, ``"none"``; default the product's) queries the one build
+    each way: on its 8-bit copies, rescored, or on the stored vectors alone; the build holds
+    copies when any is ``"int8"``. Each way's first beam is preceded by a first pass of
+    queries no earlier pass made, timed apart (``first_pass_search_ms``)."""
     reused = reuse and (work / "edge").exists()
     if not reused:
         shutil.rmtree(work, ignore_errors=True)
@@ -483,6 +488,9 @@ def run_sentences(
     settings = qdrant_edge.QdrantEdgeSettings(
         path=str(work / "edge"), **{k: v for k, v in build.items() if v is not None}
     )
+    ways = quantizations or [settings.quantization or "none"]
+    if "int8" not in ways:
+        settings = settings.model_copy(update={"quantization": None})
     weight = settings.passages.sentence_weight
     truth = exact_mixed_top_k(vectors, per_chunk, query_vectors, weight)
     exact_ms = exact_mixed_ms(vectors, per_chunk, query_vectors, weight)
@@ -516,22 +524,29 @@ def run_sentences(
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
     rows = []
     searches = [  # the product's beam and candidates always measured
-        (ef, c)
+        (way, ef, c)
+        for way in ways
         for ef in sorted({*(efs or []), settings.hnsw_ef})
         for c in sorted({*(candidates or []), settings.candidates})
     ]
-    for ef, proposed in searches:
-        searched = settings.model_copy(update={"hnsw_ef": ef, "candidates": proposed})
+    first_passes: set[str] = set()
+    for way, ef, proposed in searches:
+        quantization = None if way == "none" else way
+        searched = settings.model_copy(
+            update={"hnsw_ef": ef, "candidates": proposed, "quantization": quantization}
+        )
         retriever = qdrant_edge.QdrantEdgeRetriever(
             settings=searched, k=SENTENCE_K, embedding_model=SYNTHETIC_MODEL
         )
         cold = {}
-        if (ef, proposed) == searches[0]:
-            # a process's first queries over a store fault its pages in (at 1M chunks: 10 GB,
-            # about 70 ms a query for the first hundred): as many other queries (chunk vectors)
-            # first, timed apart, so every row is a warm process's
+        if way not in first_passes:
+            first_passes.add(way)
+            # a process's first queries over parts of a store it has not read are slower (at
+            # 1M chunks x 5 sentences, 10 GB: 60-80 ms a query on the stored vectors): as
+            # many queries (chunk vectors, other ones for each way) first, timed apart
             began = []
-            for i in range(len(query_vectors)):
+            offset = ways.index(way) * len(query_vectors)
+            for i in range(offset, offset + len(query_vectors)):
                 start = time.perf_counter()
                 retriever.invoke(f"w{i}")
                 began.append((time.perf_counter() - start) * 1000)
@@ -541,8 +556,8 @@ def run_sentences(
         timed = timed_queries(
             len(query_vectors),
             # a text no earlier beam's queries used: the encoder's cache serves none of them
-            lambda i, ef=ef, proposed=proposed: model.embed_query(
-                QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{ef}.{proposed}.{i})"
+            lambda i, ef=ef, proposed=proposed, way=way: model.embed_query(
+                QUESTIONS[i % len(QUESTIONS)] + f" (sentences.{way}.{ef}.{proposed}.{i})"
             ),
             lambda i, retriever=retriever: [int(d.id[1:]) for d in retriever.invoke(f"q{i}")],
             truth,
@@ -559,6 +574,7 @@ def run_sentences(
                 "sentence_ef_construct": settings.sentence_ef_construct,
                 "hnsw_ef": ef,
                 "candidates": proposed,
+                "quantization": way,
                 **(
                     {"reused": True}
                     if reused
@@ -673,6 +689,8 @@ def params(r: dict[str, Any]) -> str:
     search = f"{r.get('hnsw_ef') or '-'}"
     if r.get("candidates"):
         search += f" (candidates {r['candidates']})"
+    if r.get("quantization"):
+        search += " on 8-bit copies" if r["quantization"] == "int8" else " on stored vectors"
     return f"{build} / {search}"
 
 
@@ -686,6 +704,7 @@ def row_key(r: dict[str, Any]) -> tuple:
         sentence_build,
         r.get("hnsw_ef"),
         r.get("candidates"),
+        r.get("quantization"),
     )
 
 
@@ -708,6 +727,8 @@ def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
     search = f"{r['search_ms']['p50']:.2f}"
     if "search_cpu_ms" in r:
         search += f" / {r['search_cpu_ms']['p50']:.2f}"
+    if "first_pass_search_ms" in r:  # the process's first queries, before the timed ones
+        search += f" (first pass {r['first_pass_search_ms']['p50']:.1f})"
     if r.get("reused"):  # queried an earlier run's kept build: no write measured
         upsert = build = "(kept build, not measured)"
     else:
@@ -731,7 +752,8 @@ def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
 
 HEADER = (
     "| store | vectors | m / ef_construct / hnsw_ef | query p50 / p95 ms (encode + search, wall) "
-    "| query CPU p50 ms | encode alone p50 ms | search alone p50 ms (wall / CPU) | recall@10 "
+    "| query CPU p50 ms | encode alone p50 ms | search alone p50 ms (wall / CPU; first pass) "
+    "| recall@10 "
     "| upsert vectors/s | index build | peak RSS / disk MB | run |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
@@ -797,7 +819,12 @@ def write_report(
         "exact scoring of the candidates one search missed, documents); recall@10 is its top "
         "10 against the exact mixed score (0.5 x chunk + 0.5 x best sentence) over all chunks "
         "in numpy. Their upsert and build columns are the one `write_chunks` call (points "
-        "built, upserted into both shards, both indexes built).",
+        'built, upserted into both shards, both indexes built). "First pass" is the p50 of '
+        "as many queries (chunk vectors) run first in the process, before the timed ones: "
+        'queries reading parts of the store no earlier query of the process read. "On 8-bit '
+        'copies" searches the in-memory int8 copies and rescores the hits with the stored '
+        'vectors (the product\'s default, `quantization: int8`); "on stored vectors" searches '
+        "the same build's 32-bit vectors alone (`quantization: null`).",
         "",
         "Runs (load average at start, 1 / 5 / 15 min):",
         "",
@@ -865,6 +892,11 @@ def main(argv: list[str] | None = None) -> None:
         "at, e.g. 4,8,16 (the product's always included)",
     )
     parser.add_argument(
+        "--quantization",
+        help="the sentence-weighted row's ways to search one build: int8 (8-bit copies, "
+        "rescored: the product's default), none (the stored vectors), or int8,none",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="leave each built store under --work when done"
     )
     parser.add_argument(
@@ -907,6 +939,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.sentence_ef_construct,
                 [int(c) for c in args.candidates.split(",")] if args.candidates else None,
                 args.reuse,
+                args.quantization.split(",") if args.quantization else None,
             )
             emit({"rows": rows})
             return
@@ -953,6 +986,7 @@ def main(argv: list[str] | None = None) -> None:
                 ("--ef-construct", args.ef_construct),
                 ("--sentence-ef-construct", args.sentence_ef_construct),
                 ("--candidates", args.candidates),
+                ("--quantization", args.quantization),
             ):
                 command += [flag, str(value)] if value is not None else []
             command += ["--sentences", str(args.sentences)] + (["--reuse"] if args.reuse else [])
