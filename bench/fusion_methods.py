@@ -41,7 +41,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 from parallel_rag.backends.embeddings import BUNDLED  # noqa: E402
-from parallel_rag.backends.qdrant_edge import PassageSettings  # noqa: E402
+from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings  # noqa: E402
 
 from bench.data import (  # noqa: E402
     REPO_ROOT,
@@ -430,6 +430,9 @@ def build_edge_indexes(
         "ids": sorted(corpus)[:5],
         "collection": collection,
         "sentences": sentence_fingerprint(corpus),
+        # the store's defaults (index build, 8-bit copies): a collection built before one
+        # changed is not what a user gets now
+        "store": QdrantEdgeSettings().model_dump(mode="json", exclude={"path", "collection"}),
     }
     wanted = {"plain": None, "passages": PASSAGES_ON}
     if not passages:
