@@ -239,6 +239,10 @@ def test_an_indexed_segment_is_searched_on_8bit_copies_and_scored_by_its_vectors
         found = search(settings, query, params=search_params(settings, 10))
         own = vectors[[position[chunk] for chunk, _ in found]] @ query
         assert np.allclose([score for _, score in found], own, atol=1e-5)
+        # a collection built without copies (or before they existed) is searched as it is
+        assert search(unscaled, query, params=search_params(settings, 10)) == search(
+            unscaled, query, params=SearchParams(hnsw_ef=256)
+        )
         exact = {ids[i] for i in np.argsort(-(vectors @ query))[:10]}
         overlap.append(len(exact & {chunk for chunk, _ in found}) / 10)
         copies = search(
