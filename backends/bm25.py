@@ -905,6 +905,10 @@ class BM25Retriever(SearchKwargsRetriever):
                 loaded = self._refresh()
         return loaded.index
 
+    def warm_up(self) -> None:
+        """Load the index now (see ``SearchKwargsRetriever.warm_up``)."""
+        self.get_index()
+
     def reload(self) -> None:
         """Forget the cached index; the next query loads it again from disk."""
         with self._load_lock:

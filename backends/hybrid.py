@@ -205,6 +205,21 @@ class HybridRetriever(SearchKwargsRetriever):
     def retrieval_kind(self) -> RetrievalKind:
         return retrieval_kind_of(self.primary)
 
+    def warm_up(self) -> None:
+        """Open both legs now (see ``SearchKwargsRetriever.warm_up``); a leg that cannot be
+        opened does not keep the other closed, and the first error is raised after both."""
+        errors = []
+        for leg in (self.primary, self.fallback):
+            opener = getattr(leg, "warm_up", None)
+            if opener is None:
+                continue
+            try:
+                opener()
+            except Exception as error:  # noqa: BLE001 - raised after the other leg is open
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
     def run_primary(self, call: LookupCall[T]) -> tuple[Lookup[T], Lookup[T] | None]:
         """The first leg: the primary under its timeout. Under ``parallel`` the fallback starts
         beside it; its outcome is returned second when the primary failed or found nothing

@@ -329,6 +329,11 @@ class MilvusRetriever(DenseStoreRetriever):
             return nullcontext()
         return _lock_for(self.settings.resolved_uri(self.base_dir))
 
+    def warm_up(self) -> None:
+        """Connect now (a Milvus Lite file starts its local server process) and check the
+        collection (see ``SearchKwargsRetriever.warm_up``)."""
+        self._store()
+
     def _store(self) -> Any:
         s = self.settings
         store = open_store(s, self.base_dir, self.embedding_model, self.device)

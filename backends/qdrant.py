@@ -148,6 +148,11 @@ class QdrantRetriever(DenseStoreRetriever):
             )
         return self._store
 
+    def warm_up(self) -> None:
+        """Open the client now: local mode reads every point of the collection into memory
+        (see ``SearchKwargsRetriever.warm_up``)."""
+        self._vector_store()
+
     def _get_relevant_documents(
         self,
         query: str,

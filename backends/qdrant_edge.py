@@ -705,6 +705,11 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
 
     settings: QdrantEdgeSettings = Field(default_factory=QdrantEdgeSettings)
 
+    def warm_up(self) -> None:
+        """Open the live revision now: loading a shard reads its vectors, the 8-bit copies
+        and the payloads into memory (see ``SearchKwargsRetriever.warm_up``)."""
+        open_revision(self.settings.store_dir(self.base_dir))
+
     def _get_relevant_documents(
         self,
         query: str,

@@ -290,6 +290,10 @@ class VectorStoreRetriever(DenseStoreRetriever):
 
     settings: VectorStoreSettings
 
+    def warm_up(self) -> None:
+        """Read the live revision into memory now (see ``SearchKwargsRetriever.warm_up``)."""
+        open_store(self.settings.store_dir(self.base_dir))
+
     def _get_relevant_documents(
         self,
         query: str,

@@ -519,6 +519,10 @@ def run_sentences(
             embedding_model=SYNTHETIC_MODEL,
         )
     write_s, write_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    # what a server's start does before traffic (``GraphProfile.warm_up``): read the store in
+    opened, opened_cpu = time.perf_counter(), time.process_time()
+    qdrant_edge.QdrantEdgeRetriever(settings=settings, embedding_model=SYNTHETIC_MODEL).warm_up()
+    open_s, open_cpu = time.perf_counter() - opened, time.process_time() - opened_cpu
     held = qdrant_edge.open_revision(settings.store_dir())
     assert held.manifest["sentences"] == n * per_chunk, held.manifest
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
@@ -587,6 +591,8 @@ def run_sentences(
                     }
                 ),
                 **({"exact_numpy_ms_p50": float(np.median(exact_ms))} if exact_ms else {}),
+                "open_s": open_s,
+                "open_cpu_s": open_cpu,
                 "disk_mb": disk,
                 **cold,
                 **timed,
@@ -737,6 +743,8 @@ def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
         if r.get("sentences"):  # one write_chunks call: points (passages + sentences) and index
             upsert = f"{r['upsert_per_s']:,.0f} points/s, whole write"
             build = f"{build} write_chunks, both shards"
+    if "open_s" in r:  # the store read in by warm_up, before the first query
+        build += f"; opened by warm_up in {r['open_s']:.1f} s ({r['open_cpu_s']:.1f} s CPU)"
     return (
         f"| {store_label(r)} | {r['n']:,} | {params(r)} "
         f"| {r['query_ms']['p50']:.1f} / {r['query_ms']['p95']:.1f} "

@@ -7,6 +7,7 @@ model can fill the rewriter or generator slot, so the graph composes with an exi
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from langgraph.types import Command
 from langgraph.utils.runnable import RunnableCallable
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.secrets import register_secrets, secrets_in
+from parallel_rag.backends.secrets import describe_error, register_secrets, secrets_in
 from parallel_rag.graph.components import (
     make_generator,
     make_retriever,
@@ -47,6 +48,8 @@ from parallel_rag.nodes.rerank.node import PairScorer, make_rerank_node
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode
 from parallel_rag.nodes.rewrite.node import RewriteNode
 
+logger = logging.getLogger(__name__)
+
 ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
 
 
@@ -59,12 +62,30 @@ class GraphProfile:
     knob_scope: KnobScope
     embeddings: EmbeddingsConfig | None = None  # the model some component loads on first use
     prefetch: QueryPrefetch | None = None  # starts a request's query encode before the graph
+    retrievers: tuple[tuple[str, BaseRetriever], ...] = ()  # (branch name, retriever)
 
-    def warm_up(self) -> None:
-        """Load what the first request would otherwise load inside its branch timeouts (the
-        embedding model); servers call it before they accept traffic."""
+    def warm_up(self) -> dict[str, str]:
+        """Load what the first request would otherwise load inside its branch timeouts: the
+        embedding model, and every branch's index or store (``warm_up`` of our backends; a
+        store of a million chunks takes longer to read than a branch's default timeout).
+        Servers and the CLI call it before the first request.
+
+        A branch that cannot be opened (no index yet, a server down) does not stop the
+        others or the caller: it is logged, returned as {branch: error}, and its searches
+        report it as they would have."""
         if self.embeddings is not None:
             load_embeddings(self.embeddings.model, self.embeddings.device)
+        failed: dict[str, str] = {}
+        for name, retriever in self.retrievers:
+            opener = getattr(retriever, "warm_up", None)
+            if opener is None:
+                continue
+            try:
+                opener()
+            except Exception as error:  # noqa: BLE001 - the branch reports it per request
+                failed[name] = describe_error(error)  # secrets redacted
+                logger.warning("retriever '%s' could not be opened ahead: %s", name, failed[name])
+        return failed
 
 
 # Keyed by the graph's StateGraph, which every copy of the compiled graph shares (``with_config``,
@@ -299,5 +320,6 @@ def build_graph(
         knob_scope=scope,
         embeddings=pipeline.embeddings if uses_model or loads_reranker else None,
         prefetch=prefetch,
+        retrievers=tuple((b.name, b.retriever) for b in branches),
     )
     return compiled

@@ -195,7 +195,7 @@ def parse_filters(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.builder import build_graph, graph_profile
     from parallel_rag.graph.state import coerce_request
 
     request: dict = {"query": args.question, "top_k": args.top_k}
@@ -214,6 +214,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         graph = build_graph(pipeline, base_dir=base_dir)
     else:
         graph = build_graph(args.config)
+    profile = graph_profile(graph)
+    if profile is not None:  # a large store is read now, not inside the branch's timeout
+        profile.warm_up()
     result = run_with_progress(graph, request, show=not args.no_progress)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))

@@ -9,9 +9,17 @@ on every other surface.
 """
 
 import os
+import threading
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from parallel_rag.graph.builder import build_graph  # noqa: E402
+from parallel_rag.graph.builder import build_graph, graph_profile  # noqa: E402
 
 graph = build_graph()
+
+# The server imports this module as it starts: the embedding model and the branches' stores
+# load on a thread of their own meanwhile (``GraphProfile.warm_up``), so neither startup nor
+# the first run's branch timeouts wait for a large store to be read.
+_profile = graph_profile(graph)
+if _profile is not None:
+    threading.Thread(target=_profile.warm_up, name="parallel-rag-warm-up", daemon=True).start()

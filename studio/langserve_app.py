@@ -244,6 +244,6 @@ def serve(
     graph = build_graph(config)
     profile = graph_profile(graph)
     if profile is not None:
-        profile.warm_up()  # the embedding model loads now, not inside the first requests' timeouts
+        profile.warm_up()  # the model and the stores load now, not in the first requests' timeouts
     app = create_app(graph, path=path, limits=limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -149,7 +149,7 @@ def serve(
         graph = build_graph(config)
         profile = graph_profile(graph)
         if profile is not None:
-            profile.warm_up()  # the embedding model loads now, not in the first call's timeouts
+            profile.warm_up()  # the model and the stores load now, not in the first call's timeouts
     server = build_server(graph)
     if http:
         server.run("streamable-http", host=host, port=port)

@@ -38,7 +38,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.secrets import redact, register_secrets
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graph, graph_profile
 from parallel_rag.graph.routes import (
     AUTO_MODEL,
     Decision,
@@ -599,10 +599,15 @@ class RouterRuntime:
         return cls(config, base_dir, **kwargs)
 
     def warm_up(self) -> None:
-        """Load the matcher's and the dense routes' embedding models before traffic."""
+        """Load the matcher's model, and what each route's first request would load (its
+        embedding model, its branches' indexes and stores: ``GraphProfile.warm_up``), before
+        traffic."""
         self.matcher.prepare()
         for route in self.routes.values():
-            if route.pipeline is not None:
+            profile = graph_profile(route.graph) if route.graph is not None else None
+            if profile is not None:
+                profile.warm_up()
+            elif route.pipeline is not None:
                 embeddings = route.pipeline.embeddings
                 load_embeddings(embeddings.model, embeddings.device)
 

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import langchain_milvus
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends.milvus import forget_stores
@@ -16,6 +17,7 @@ from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
 from servers import ServerProcess, free_port
+from warm_up_checks import forbid
 
 MilvusEntry = ENTRY_MODELS["milvus"]
 
@@ -162,6 +164,18 @@ def test_milvus_branch_in_the_graph(ingested):
     assert {d["metadata"]["tenant"] for d in result["documents"]} == {"globex"}
     both = [d for d in result["documents"] if len(d["sources"]) == 2]
     assert both, "bm25 and milvus share chunk ids, so fusion merges their hits"
+
+
+def test_warm_up_connects_before_the_first_search(ingested, monkeypatch):
+    uri, base_dir, _ = ingested
+    forget_stores(uri)  # no connection left open by earlier tests
+    searcher = retriever(uri, base_dir)
+    searcher.warm_up()
+    forbid(monkeypatch, langchain_milvus, "Milvus", "a connection was opened", wrap=None)
+    assert "Golden Gate" in searcher.invoke(BRIDGE_QUESTION, k=3)[0].page_content
+    monkeypatch.undo()
+    with pytest.raises(LookupError, match="Milvus collection 'nowhere' does not exist"):
+        retriever(uri, base_dir, **milvus_config(uri, collection="nowhere")).warm_up()
 
 
 def test_missing_collection_is_a_branch_error(milvus_uri, tmp_path):

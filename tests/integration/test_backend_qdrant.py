@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from parallel_rag.backends import qdrant
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
+from warm_up_checks import forbid
 
 QdrantEntry = ENTRY_MODELS["qdrant"]
 
@@ -82,6 +84,18 @@ def test_threshold_is_qdrant_score_threshold(ingested):
     docs = retriever(entry, base_dir, similarity_threshold=0.5).invoke(BRIDGE_QUESTION, k=6)
     assert docs and len(docs) < 6
     assert all(d.metadata["retrieval_score"] >= 0.5 for d in docs)
+
+
+def test_warm_up_opens_the_collection_before_the_first_search(ingested, monkeypatch):
+    entry, base_dir, _ = ingested
+    searcher = retriever(entry, base_dir)
+    searcher.warm_up()
+    forbid(monkeypatch, qdrant, "shared_client", "a client was opened", wrap=None)
+    assert "Golden Gate" in searcher.invoke(BRIDGE_QUESTION, k=2)[0].page_content
+    missing = {**entry, "backend_config": {**entry["backend_config"], "collection": "nowhere"}}
+    monkeypatch.undo()
+    with pytest.raises(LookupError, match="Qdrant collection 'nowhere' does not exist"):
+        retriever(missing, base_dir).warm_up()
 
 
 def test_qdrant_branch_in_the_graph_with_a_tenant(ingested):

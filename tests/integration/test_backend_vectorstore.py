@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from parallel_rag.backends import vectorstore
 from parallel_rag.backends.vectorstore import CURRENT_FILE, VectorStoreSettings, open_store
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.studio.cli import main
+from warm_up_checks import forbid
 
 VectorStoreEntry = ENTRY_MODELS["vectorstore"]
 
@@ -152,6 +154,20 @@ def test_missing_store_is_a_clear_error(workspace):
     )
     with pytest.raises(LookupError, match="ingest --store nope"):
         build_retriever(entry, root, EmbeddingsConfig()).invoke("q")
+
+
+def test_warm_up_reads_the_store_before_the_first_search(workspace, monkeypatch):
+    root, *_ = workspace
+    monkeypatch.setattr(vectorstore, "_cache", {})  # nothing read by earlier tests
+    retriever = kb(root)
+    retriever.warm_up()
+    forbid(monkeypatch, vectorstore.ManagedVectorStore, "load", "the store was read", classmethod)
+    assert "Golden Gate" in retriever.invoke(BRIDGE_QUESTION)[0].page_content
+    entry = VectorStoreEntry.model_validate(
+        {"backend": "vectorstore", "backend_config": {"vector_store_id": "nope"}}
+    )
+    with pytest.raises(LookupError, match="ingest --store nope"):  # what a search would say
+        build_retriever(entry, root, EmbeddingsConfig()).warm_up()
 
 
 def test_store_refuses_another_embedding_model(workspace):
