@@ -178,6 +178,14 @@ class ParallelFusionRetriever(BaseRetriever):
             config, retrievers=retrievers, rewriter_model=rewriter_model, **fields
         )
 
+    def warm_up(self) -> dict[str, str]:
+        """Load the embedding model and open every branch's index and store now, as the
+        servers do before traffic (``GraphProfile.warm_up``): a store of a million chunks
+        takes longer to read than a branch's timeout. Returns the branches that could not be
+        opened, {name: error}; their searches report it as before."""
+        profile = graph_profile(self.graph)
+        return profile.warm_up() if profile is not None else {}
+
     # BaseRetriever.invoke does not hand the RunnableConfig to _get_relevant_documents; pass the
     # caller's ``configurable`` (the knobs' fallback) through as a private keyword.
     def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any):  # noqa: A002

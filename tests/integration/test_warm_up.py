@@ -196,3 +196,21 @@ def test_the_router_warms_up_every_route(example_index, fresh_stores, monkeypatc
         "lexical": "ok",
         "dense": "ok",
     }
+
+
+def test_the_fusion_retriever_warms_up_its_graph(example_index, fresh_stores, monkeypatch):
+    """In a user's own LangChain app: ``ParallelFusionRetriever.warm_up`` before the first call."""
+    from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
+
+    config, base_dir, _ = example_index
+    retriever = ParallelFusionRetriever.from_config(config, base_dir=base_dir, top_k=3)
+    assert retriever.warm_up() == {}
+    opened = refuse_opening(monkeypatch)
+
+    documents = retriever.invoke(QUESTION)
+
+    assert opened == []
+    assert {s["retriever"] for d in documents for s in d.metadata["sources"]} == {
+        "lexical",
+        "dense",
+    }
