@@ -108,6 +108,22 @@ class SearchKwargsRetriever(BaseRetriever):
         )
 
 
+def warm_up_each(retrievers: Sequence[tuple[str, Any]]) -> dict[str, Exception]:
+    """Call ``warm_up`` of every (name, retriever) that has one, each whatever the others
+    raise; returns {name: error} of those that failed (a retriever without ``warm_up``, or
+    None, is skipped)."""
+    failed: dict[str, Exception] = {}
+    for name, retriever in retrievers:
+        opener = getattr(retriever, "warm_up", None)
+        if opener is None:
+            continue
+        try:
+            opener()
+        except Exception as error:  # noqa: BLE001 - the caller decides what a failure means
+            failed[name] = error
+    return failed
+
+
 class DenseStoreRetriever(SearchKwargsRetriever):
     """Base for dense retrievers over a store: the fields ``settings_factory`` fills besides the
     subclass's ``settings`` (the config's directory, hits per call, similarity threshold and

@@ -39,6 +39,7 @@ from parallel_rag.backends.base import (
     matches_filter,
     retrieval_kind_of,
     supports_search_kwargs,
+    warm_up_each,
 )
 from parallel_rag.backends.secrets import describe_error
 from pydantic import BaseModel, ConfigDict, Field
@@ -208,17 +209,9 @@ class HybridRetriever(SearchKwargsRetriever):
     def warm_up(self) -> None:
         """Open both legs now (see ``SearchKwargsRetriever.warm_up``); a leg that cannot be
         opened does not keep the other closed, and the first error is raised after both."""
-        errors = []
-        for leg in (self.primary, self.fallback):
-            opener = getattr(leg, "warm_up", None)
-            if opener is None:
-                continue
-            try:
-                opener()
-            except Exception as error:  # noqa: BLE001 - raised after the other leg is open
-                errors.append(error)
-        if errors:
-            raise errors[0]
+        failed = warm_up_each([("primary", self.primary), ("fallback", self.fallback)])
+        if failed:
+            raise next(iter(failed.values()))
 
     def run_primary(self, call: LookupCall[T]) -> tuple[Lookup[T], Lookup[T] | None]:
         """The first leg: the primary under its timeout. Under ``parallel`` the fallback starts

@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from langgraph.utils.runnable import RunnableCallable
-from parallel_rag.backends.base import retrieval_kind_of
+from parallel_rag.backends.base import retrieval_kind_of, warm_up_each
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.secrets import describe_error, register_secrets, secrets_in
 from parallel_rag.graph.components import (
@@ -75,16 +75,12 @@ class GraphProfile:
         report it as they would have."""
         if self.embeddings is not None:
             load_embeddings(self.embeddings.model, self.embeddings.device)
-        failed: dict[str, str] = {}
-        for name, retriever in self.retrievers:
-            opener = getattr(retriever, "warm_up", None)
-            if opener is None:
-                continue
-            try:
-                opener()
-            except Exception as error:  # noqa: BLE001 - the branch reports it per request
-                failed[name] = describe_error(error)  # secrets redacted
-                logger.warning("retriever '%s' could not be opened ahead: %s", name, failed[name])
+        failed = {
+            name: describe_error(error)  # secrets redacted
+            for name, error in warm_up_each(self.retrievers).items()
+        }
+        for name, error in failed.items():
+            logger.warning("retriever '%s' could not be opened ahead: %s", name, error)
         return failed
 
 
