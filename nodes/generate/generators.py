@@ -269,6 +269,37 @@ def _carries(
     return offers_answer(kind, piece, query_words) > 0
 
 
+def _trim_items(
+    parenthesis: str, kind: str, query_terms: set[str], query_words: set[str], min_saving: int
+) -> str:
+    """A parenthesis without its semicolon-separated items that carry nothing (``_carries``),
+    each cut run marked by ``ELISION``. For a "when" question, "(Russian: ..., "Grazhdanskaya
+    voyna v Rossiyi"; November 1917 - October 1922)" keeps only its dates: kept whole, that
+    parenthesis made the sentence too long to join the answer. Runs saving fewer than
+    ``min_saving`` words stay, and so does a parenthesis none of whose items carries."""
+    body = parenthesis.strip()
+    if len(body) < 2 or body[0] not in _OPENERS or ";" not in body:
+        return parenthesis
+    items = [item.strip() for item in body[1:-1].split(";")]
+    keep = [bool(item) and _carries(item, True, kind, query_terms, query_words) for item in items]
+    if all(keep) or not any(keep):
+        return parenthesis
+    out: list[str] = []
+    start = 0
+    while start < len(items):
+        end = start
+        while end < len(items) and not keep[end]:
+            end += 1
+        if end > start:  # a run of items that carry nothing
+            cut = items[start:end]
+            out.extend([ELISION] if sum(len(i.split()) for i in cut) - 1 >= min_saving else cut)
+        if end < len(items):
+            out.append(items[end])
+        start = end + 1
+    lead = parenthesis[: len(parenthesis) - len(parenthesis.lstrip())]
+    return f"{lead}{body[0]}{'; '.join(out)}{body[-1]}"
+
+
 def trim_sentence(
     sentence: str,
     kind: str,
@@ -280,7 +311,8 @@ def trim_sentence(
     nor a candidate of the asked kind (``_carries``), each cut run marked by ``ELISION``. The
     opening clause (the sentence's subject and verb) always stays, and a run is only cut when
     that saves at least ``min_saving`` words (the mark counts as one), so short list items and
-    place names ("Fairfax County, Virginia") stay whole."""
+    place names ("Fairfax County, Virginia") stay whole. A parenthesis that stays loses the
+    same way the items between its semicolons that carry nothing (``_trim_items``)."""
     pieces = clause_pieces(sentence)
     if len(pieces) < 2:
         return sentence
@@ -300,8 +332,14 @@ def trim_sentence(
         if end > start and sum(len(t.split()) for t, _ in pieces[start:end]) - 1 < min_saving:
             keep[start:end] = [True] * (end - start)
         start = end + 1
+    pieces = [
+        (_trim_items(text, kind, query_terms, query_words, min_saving), True)
+        if parenthesis and kept
+        else (text, parenthesis)
+        for (text, parenthesis), kept in zip(pieces, keep, strict=True)
+    ]
     if all(keep):
-        return sentence
+        return "".join(text for text, _ in pieces)
     out = ""
     cut_before = [False] + [not kept for kept in keep[:-1]]
     for (text, _), kept, cut in zip(pieces, keep, cut_before, strict=True):

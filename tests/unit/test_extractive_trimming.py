@@ -70,6 +70,25 @@ def test_trim_keeps_the_opening_clause_across_a_parenthesis():
     assert trimmed == f"Roald Dahl {ELISION} was a British novelist {ELISION}"
 
 
+CIVIL_WAR = (
+    'The Russian Civil War (Russian: "Grazhdanskaya voyna v Rossiyi", a war of many factions; '
+    "November 1917 – October 1922) was a multi-party war in the former Russian Empire."
+)
+
+
+def test_a_parenthesis_keeps_only_the_items_that_carry():
+    when = trim(CIVIL_WAR, "When was the multi-party conflict over?")
+    assert when.startswith(
+        f"The Russian Civil War ({ELISION}; November 1917 – October 1922) was a multi-party war"
+    )
+    assert words_in_order(when, CIVIL_WAR)
+    # an item that names a query term stays; a parenthesis with no such item stays whole
+    faction = trim(CIVIL_WAR, "When did the many factions of the Russian Civil War fight?")
+    assert "(Russian: " in faction and "November 1917" in faction
+    short = "The treaty (signed; 1920) ended the war between the two states in the region."
+    assert trim(short, "When did the war end?") == short  # cutting "signed" saves too little
+
+
 def test_trim_leaves_short_pieces_whole():
     place = "Tysons is a census-designated place in Fairfax County, Virginia, United States."
     assert trim(place, "Tysons Galleria is located in what county?") == place
