@@ -269,6 +269,21 @@ def _carries(
     return offers_answer(kind, piece, query_words) > 0
 
 
+def _worth_cutting(keep: list[bool], words: list[int], min_saving: int) -> list[bool]:
+    """``keep`` with every run of cut pieces given back whose cut would save fewer than
+    ``min_saving`` words (the ``ELISION`` that marks it counts as one)."""
+    keep = list(keep)
+    start = 0
+    while start < len(keep):
+        end = start
+        while end < len(keep) and not keep[end]:
+            end += 1
+        if end > start and sum(words[start:end]) - 1 < min_saving:
+            keep[start:end] = [True] * (end - start)
+        start = end + 1
+    return keep
+
+
 def _trim_items(
     parenthesis: str, kind: str, query_terms: set[str], query_words: set[str], min_saving: int
 ) -> str:
@@ -281,21 +296,18 @@ def _trim_items(
     if len(body) < 2 or body[0] not in _OPENERS or ";" not in body:
         return parenthesis
     items = [item.strip() for item in body[1:-1].split(";")]
-    keep = [bool(item) and _carries(item, True, kind, query_terms, query_words) for item in items]
-    if all(keep) or not any(keep):
+    carries = [_carries(item, True, kind, query_terms, query_words) for item in items]
+    if not any(carries):
         return parenthesis
-    out: list[str] = []
-    start = 0
-    while start < len(items):
-        end = start
-        while end < len(items) and not keep[end]:
-            end += 1
-        if end > start:  # a run of items that carry nothing
-            cut = items[start:end]
-            out.extend([ELISION] if sum(len(i.split()) for i in cut) - 1 >= min_saving else cut)
-        if end < len(items):
-            out.append(items[end])
-        start = end + 1
+    keep = _worth_cutting(carries, [len(item.split()) for item in items], min_saving)
+    if all(keep):
+        return parenthesis
+    # each run of cut items becomes one mark
+    out = [
+        item if kept else ELISION
+        for i, (item, kept) in enumerate(zip(items, keep, strict=True))
+        if kept or i == 0 or keep[i - 1]
+    ]
     lead = parenthesis[: len(parenthesis) - len(parenthesis.lstrip())]
     return f"{lead}{body[0]}{'; '.join(out)}{body[-1]}"
 
@@ -324,14 +336,7 @@ def trim_sentence(
     keep[0] = True
     if pieces[1][1]:
         keep[opening] = True
-    start = 0
-    while start < len(pieces):  # give back the cuts that save too little
-        end = start
-        while end < len(pieces) and not keep[end]:
-            end += 1
-        if end > start and sum(len(t.split()) for t, _ in pieces[start:end]) - 1 < min_saving:
-            keep[start:end] = [True] * (end - start)
-        start = end + 1
+    keep = _worth_cutting(keep, [len(text.split()) for text, _ in pieces], min_saving)
     pieces = [
         (_trim_items(text, kind, query_terms, query_words, min_saving), True)
         if parenthesis and kept
