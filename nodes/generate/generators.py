@@ -291,11 +291,15 @@ def _trim_items(
     each cut run marked by ``ELISION``. For a "when" question, "(Russian: ..., "Grazhdanskaya
     voyna v Rossiyi"; November 1917 - October 1922)" keeps only its dates: kept whole, that
     parenthesis made the sentence too long to join the answer. Runs saving fewer than
-    ``min_saving`` words stay, and so does a parenthesis none of whose items carries."""
+    ``min_saving`` words stay, and so does a parenthesis none of whose items carries or
+    one that holds another."""
     body = parenthesis.strip()
-    if len(body) < 2 or body[0] not in _OPENERS or ";" not in body:
+    inner = body[1:-1]
+    if len(body) < 2 or body[0] not in _OPENERS or ";" not in inner:
         return parenthesis
-    items = [item.strip() for item in body[1:-1].split(";")]
+    if any(mark in inner for mark in "()[]"):
+        return parenthesis  # nested: a semicolon may belong to the inner one
+    items = [item.strip() for item in inner.split(";")]
     carries = [_carries(item, True, kind, query_terms, query_words) for item in items]
     if not any(carries):
         return parenthesis

@@ -87,6 +87,8 @@ def test_a_parenthesis_keeps_only_the_items_that_carry():
     assert "(Russian: " in faction and "November 1917" in faction
     short = "The treaty (signed; 1920) ended the war between the two states in the region."
     assert trim(short, "When did the war end?") == short  # cutting "signed" saves too little
+    nested = CIVIL_WAR.replace("a war of many factions", "a war (of many factions; long)")
+    assert "(Russian: " in trim(nested, "When was the multi-party conflict over?")
 
 
 def test_trim_leaves_short_pieces_whole():
