@@ -295,8 +295,8 @@ def _trim_items(
     one that holds another."""
     body = parenthesis.strip()
     inner = body[1:-1]
-    if len(body) < 2 or body[0] not in _OPENERS or ";" not in inner:
-        return parenthesis
+    if len(body) < 2 or _OPENERS.get(body[0]) != body[-1] or ";" not in inner:
+        return parenthesis  # not one closed parenthesis, or no items
     if any(mark in inner for mark in "()[]"):
         return parenthesis  # nested: a semicolon may belong to the inner one
     items = [item.strip() for item in inner.split(";")]
@@ -327,8 +327,8 @@ def trim_sentence(
     nor a candidate of the asked kind (``_carries``), each cut run marked by ``ELISION``. The
     opening clause (the sentence's subject and verb) always stays, and a run is only cut when
     that saves at least ``min_saving`` words (the mark counts as one), so short list items and
-    place names ("Fairfax County, Virginia") stay whole. A parenthesis that stays loses the
-    same way the items between its semicolons that carry nothing (``_trim_items``)."""
+    place names ("Fairfax County, Virginia") stay whole. A parenthesis that stays loses, by
+    the same rules, the items between its semicolons that carry nothing (``_trim_items``)."""
     pieces = clause_pieces(sentence)
     if len(pieces) < 2:
         return sentence

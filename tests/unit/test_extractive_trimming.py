@@ -82,13 +82,15 @@ def test_a_parenthesis_keeps_only_the_items_that_carry():
         f"The Russian Civil War ({ELISION}; November 1917 – October 1922) was a multi-party war"
     )
     assert words_in_order(when, CIVIL_WAR)
-    # an item that names a query term stays; a parenthesis with no such item stays whole
+    # an item that holds a query term stays; so do items whose cut would save too little
     faction = trim(CIVIL_WAR, "When did the many factions of the Russian Civil War fight?")
     assert "(Russian: " in faction and "November 1917" in faction
     short = "The treaty (signed; 1920) ended the war between the two states in the region."
     assert trim(short, "When did the war end?") == short  # cutting "signed" saves too little
     nested = CIVIL_WAR.replace("a war of many factions", "a war (of many factions; long)")
     assert "(Russian: " in trim(nested, "When was the multi-party conflict over?")
+    unclosed = "The war (Russian: a long name in another script; November 1917 – October 1922"
+    assert trim(unclosed, "When was the multi-party conflict over?") == unclosed
 
 
 def test_trim_leaves_short_pieces_whole():
