@@ -342,9 +342,12 @@ def trim_sentence(
         keep[opening] = True
     keep = _worth_cutting(keep, [len(text.split()) for text, _ in pieces], min_saving)
     pieces = [
-        (_trim_items(text, kind, query_terms, query_words, min_saving), True)
-        if parenthesis and kept
-        else (text, parenthesis)
+        (
+            _trim_items(text, kind, query_terms, query_words, min_saving)
+            if parenthesis and kept
+            else text,
+            parenthesis,
+        )
         for (text, parenthesis), kept in zip(pieces, keep, strict=True)
     ]
     if all(keep):
