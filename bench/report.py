@@ -383,7 +383,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         )
         parts.append(_hotpot_table(hp["rows"]))
         if hp.get("rewriter_rows"):
-            parts.append("### HotpotQA with each rewriter kind (offline LLM)")
+            parts.append("### HotpotQA with each rewriter kind (prf, and the offline LLM)")
             if hp.get("rewriter_note"):
                 parts.append(hp["rewriter_note"])
             parts.append(_hotpot_table(hp["rewriter_rows"], rewrites=True))

@@ -1,10 +1,11 @@
-"""HotpotQA with each rewriter kind, when an offline chat model is reachable.
+"""HotpotQA with each rewriter kind: ``prf`` always (it needs no model), the chat-model kinds
+when an offline chat model is reachable.
 
 The offline LLM is SmolLM2-135M-Instruct served by ``llama-cpp-python``'s OpenAI-compatible
 server. The harness starts it itself when ``llama_cpp`` is importable, or uses
 ``--llm URL`` (any OpenAI-compatible endpoint). A 135M model on a shared 2-core CPU takes
 seconds per rewrite, so only the first ``limit`` report questions are used, and the fused
-graph without a rewriter is scored on the same questions beside them.
+graph without a rewriter and with ``prf`` are scored on the same questions beside them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.studio.evaluation import ranked_doc_ids, run_graph
 
-KINDS = ("multi_query", "decompose", "hyde")
+MODEL_FREE_KINDS = ("prf",)
+LLM_KINDS = ("multi_query", "decompose", "hyde")
 
 
 def offline_llm_available() -> str | None:
@@ -113,7 +115,7 @@ def rewriter_rows(
     corpus,
     metrics,
     log,
-    base_url: str,
+    base_url: str | None,
     model: str = "smollm2",
     limit: int = 40,
     depth: int = 100,
@@ -139,16 +141,23 @@ def rewriter_rows(
         "max_tokens": 200,
         "timeout_seconds": 120,
     }
-    for kind in KINDS:
+    kinds = [*MODEL_FREE_KINDS, *(LLM_KINDS if base_url is not None else ())]
+    for kind in kinds:
         started = time.perf_counter()
-        graph = build_graph(
-            {**base, "rewriter": {"kind": kind, "num_queries": 3, "llm": llm}}, base_dir=work
-        )
+        if kind in MODEL_FREE_KINDS:  # its own defaults: fb_docs, fb_terms
+            rewriter, label = (
+                {"kind": kind},
+                f"fused graph + {kind} rewriter (no model, same questions)",
+            )
+        else:
+            rewriter = {"kind": kind, "num_queries": 3, "llm": llm}
+            label = f"fused graph + {kind} rewriter (SmolLM2-135M, same questions)"
+        graph = build_graph({**base, "rewriter": rewriter}, base_dir=work)
         runs, failed = _runs_and_failures(graph, queries, depth)
         seconds = time.perf_counter() - started
         row = {
             "rewrite_failed": failed / max(len(queries), 1),
-            "config": f"fused graph + {kind} rewriter (SmolLM2-135M, same questions)",
+            "config": label,
             "kind": "rewriter",
             "seconds": seconds,
             **metrics(runs, subset, corpus),

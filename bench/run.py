@@ -377,22 +377,24 @@ class Harness:
         work = self.work / "hotpotqa"
         config = quality.build_indexes(hotpot.corpus, work, "hotpotqa", depth)
         tune = 6 if self.smoke else quality.HOTPOT_TUNE
-        why_not = None
+        measured = self.args.rewriter_questions != 0  # prf needs no model: always, unless 0
+        why_not = None  # why the chat-model kinds are not measured
         base_url = self.args.llm
-        if self.smoke or self.args.rewriter_questions == 0:
+        if self.smoke or not measured:
             why_not = "not run in this mode"
         elif base_url is None:
             why_not = rewriting.offline_llm_available()
         hook = None
         server = None
-        if why_not is None:
-            if base_url is None:
+        if measured:
+            if why_not is None and base_url is None:
                 server = rewriting.llama_server(OUT_DIR / "llama-server.log")
                 base_url = server.__enter__()
+            llm_url = base_url if why_not is None else None
 
             def hook(**kw):
                 return rewriting.rewriter_rows(
-                    **kw, base_url=base_url, limit=self.args.rewriter_questions, depth=depth
+                    **kw, base_url=llm_url, limit=self.args.rewriter_questions, depth=depth
                 )
 
         try:
@@ -409,20 +411,26 @@ class Harness:
         finally:
             if server is not None:
                 server.__exit__(None, None, None)
+        questions = self.args.rewriter_questions
         if why_not is not None:
             result["rewriter_note"] = (
-                "Rewriter kinds (multi_query, decompose, hyde) were not measured: "
-                f"{why_not}. They need a chat model; the offline one is SmolLM2-135M on "
-                "llama-cpp-python's server (`python -m bench --llm URL` uses any "
-                "OpenAI-compatible endpoint)."
+                "Rewriter kinds that need a chat model (multi_query, decompose, hyde) were not "
+                f"measured: {why_not}. The offline one is SmolLM2-135M on llama-cpp-python's "
+                "server (`python -m bench --llm URL` uses any OpenAI-compatible endpoint)."
+                + (
+                    f" The model-free `prf` rewriter was, on the first {questions} report "
+                    "questions beside the no-rewriter row."
+                    if measured
+                    else ""
+                )
             )
             self.notes.append(result["rewriter_note"])
         else:
             result["rewriter_note"] = (
-                f"Rewriter rows: SmolLM2-135M-Instruct (Q4_1, llama-cpp-python), temperature 0, "
-                f"3 queries per rewrite, on the first {self.args.rewriter_questions} report "
-                "questions only (seconds per rewrite on this CPU); compare them with the "
-                "no-rewriter row on the same questions."
+                "Rewriter rows: `prf` (no model, its default `fb_docs` and `fb_terms`), and "
+                "SmolLM2-135M-Instruct (Q4_1, llama-cpp-python), temperature 0, 3 queries per "
+                f"rewrite, on the first {questions} report questions only (seconds per rewrite "
+                "on this CPU); compare them with the no-rewriter row on the same questions."
             )
         return result
 

@@ -71,6 +71,13 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
     shipped = next(r for r in results["quality"]["scifact"]["rows"] if r["kind"] == "fused")
     assert "shipped defaults (minmax, dense weight 0.75" in shipped["config"]
 
+    # the model-free rewriter is measured in every run, beside the no-rewriter row
+    rewriters = results["quality"]["hotpotqa"]["rewriter_rows"]
+    assert [row["kind"] for row in rewriters] == ["fused", "rewriter"]
+    assert "prf rewriter (no model" in rewriters[1]["config"]
+    assert 0 <= rewriters[1]["AllSupport@10"] <= 1 and rewriters[1]["rewrite_failed"] < 1
+    assert "### HotpotQA with each rewriter kind" in report
+
     # overhead: the product's retrieval path, sync and async, beside the baselines
     overhead = results["latency"]["overhead"]["stats"]
     for method in (
