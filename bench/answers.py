@@ -315,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         "documents, in seconds",
     )
     parser.add_argument("--out", type=Path, default=None, help="markdown file to write")
+    parser.add_argument(
+        "--rewriter",
+        choices=("prf",),
+        default=None,
+        help="ask with this model-free rewriter on (the index is the defaults' either way)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -328,6 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(OUT_DIR / "cache")
     config = default_config()
+    asked_config = config
+    if args.rewriter is not None:
+        from parallel_rag.graph.loading import default_config_dict, parse_config
+
+        settings = {**default_config_dict(), "rewriter": {"kind": args.rewriter}}
+        asked_config = parse_config(settings, source=f"embedded defaults + {args.rewriter}")
     work = WORK / "hotpotqa"
     results: list[tuple[str, dict]] = []
     notes: list[str] = []
@@ -342,9 +354,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"[ask] questions {first}-{last}: fused documents from {args.documents}")
         else:
             ensure_index(data, config, work)
-            graph = build_graph(config, base_dir=work)
+            graph = build_graph(asked_config, base_dir=work)
             log(f"[ask] questions {first}-{last} through build_graph() (top_k {args.top_k})")
-            asked = retrieve(graph, config, questions, args.top_k, args.fresh)
+            asked = retrieve(graph, asked_config, questions, args.top_k, args.fresh)
         for row in asked:
             row["query"] = by_id[row["id"]]["question"]
         for revision in [] if args.no_before else args.before or [BEFORE_REV]:
@@ -356,7 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         # the generator the graph's generate node runs, on the documents it was given
         default = make_generator(config.generator, None, config.embeddings)
         after = answer_rows(default.generate, asked, "default")
-        results.append((f"extractive, default ({git_head()})", score(after, by_id, data.corpus)))
+        asked_with = f", asked with the {args.rewriter} rewriter" if args.rewriter else ""
+        results.append(
+            (f"extractive, default ({git_head()}){asked_with}", score(after, by_id, data.corpus))
+        )
         if args.llm_questions:
             subset = asked[: args.llm_questions]
             try:
