@@ -150,32 +150,44 @@ def branch_results(
 ) -> tuple[dict[str, list[dict]], dict[str, tuple[float, float]]]:
     """Per query, one ``BranchResult`` per retriever (view 0), as the retrieve node builds it;
     plus each retriever's (wall, CPU) seconds over all the queries."""
-    from parallel_rag.nodes.retrieve import documents_to_hits
-
     out: dict[str, list[dict]] = {qid: [] for qid in queries}
     seconds: dict[str, tuple[float, float]] = {}
     for index, (name, retriever) in enumerate(retrievers.items()):
         wall, cpu = time.perf_counter(), time.process_time()
         for qid, text in queries.items():
-            docs = retriever.invoke(text, k=depth)
-            hits = documents_to_hits(docs, limit=depth, filters=None, post_filter=False)
-            out[qid].append(
-                {
-                    "branch": f"q0:{name}",
-                    "view_index": 0,
-                    "view": text,
-                    "view_kind": "original",
-                    "retriever": name,
-                    "retriever_index": index,
-                    "status": "ok" if hits else "empty",
-                    "hits": hits,
-                    "latency_ms": 0.0,
-                    "error": None,
-                    "warning": None,
-                }
-            )
+            documents = retriever.invoke(text, k=depth)
+            out[qid].append(branch_result(name, index, text, documents, depth))
         seconds[name] = (time.perf_counter() - wall, time.process_time() - cpu)
     return out, seconds
+
+
+def branch_result(
+    name: str,
+    retriever_index: int,
+    view: str,
+    documents: list,
+    depth: int,
+    *,
+    view_index: int = 0,
+    view_kind: str = "original",
+) -> dict:
+    """One retriever's ``documents`` for one query view as the retrieve node records them."""
+    from parallel_rag.nodes.retrieve import documents_to_hits
+
+    hits = documents_to_hits(documents, limit=depth, filters=None, post_filter=False)
+    return {
+        "branch": f"q{view_index}:{name}",
+        "view_index": view_index,
+        "view": view,
+        "view_kind": view_kind,
+        "retriever": name,
+        "retriever_index": retriever_index,
+        "status": "ok" if hits else "empty",
+        "hits": hits,
+        "latency_ms": 0.0,
+        "error": None,
+        "warning": None,
+    }
 
 
 def doc_ids(documents: Iterable[dict]) -> list[str]:
