@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -139,35 +140,25 @@ def beside_llm(config, work: Path, report_set: list[dict], corpus, limit: int) -
 
     why_not = rewriting.offline_llm_available()
     questions = min(limit, len(report_set))
-    kw = dict(
-        config=config,
-        work=work,
-        report_set=report_set,
-        corpus=corpus,
-        metrics=hotpot_metrics,
-        log=log,
-        limit=limit,
-        depth=DEPTH,
-    )
-    if why_not is not None:
-        rows = rewriting.rewriter_rows(**kw, base_url=None)
-        return {"rows": rows, "why_not": why_not, "questions": questions}
-    with rewriting.llama_server(OUT_DIR / "llama-server.log") as base_url:
-        rows = rewriting.rewriter_rows(**kw, base_url=base_url)
-    return {"rows": rows, "why_not": None, "questions": questions}
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    def cell(value: Any) -> str:
-        return (
-            f"{value:.4f}"
-            if isinstance(value, float) and abs(value) < 1.5
-            else (f"{value:.1f}" if isinstance(value, float) else str(value))
+    served = nullcontext(None) if why_not else rewriting.llama_server(OUT_DIR / "llama-server.log")
+    with served as base_url:
+        rows = rewriting.rewriter_rows(
+            config=config,
+            work=work,
+            report_set=report_set,
+            corpus=corpus,
+            metrics=hotpot_metrics,
+            log=log,
+            base_url=base_url,
+            limit=limit,
+            depth=DEPTH,
         )
+    return {"rows": rows, "why_not": why_not, "questions": questions}
 
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+
+def _optional(value: float | None, digits: int) -> str:
+    """A figure a row may not have (the no-rewriter row has no rewrite time)."""
+    return "" if value is None else f"{value:.{digits}f}"
 
 
 def reading(results: dict[str, Any]) -> list[str]:
@@ -200,6 +191,8 @@ def reading(results: dict[str, Any]) -> list[str]:
 
 
 def render(results: dict[str, Any]) -> str:
+    from bench.fusion_methods import _table
+
     parts = [
         "# The model-free query view (`rewriter: {kind: prf}`)",
         "",
@@ -218,7 +211,10 @@ def render(results: dict[str, Any]) -> str:
     names = list(next(iter(training.values())))
     sets = list(training)
     parts.append(
-        _table(["setting", *sets], [[name, *(training[s][name] for s in sets)] for name in names])
+        _table(
+            ["setting", *sets],
+            [[name, *(f"{training[s][name]:.4f}" for s in sets)] for name in names],
+        )
     )
     parts += ["", *reading(results)]
     for collection, block in results["held_out"].items():
@@ -230,7 +226,12 @@ def render(results: dict[str, Any]) -> str:
             _table(
                 ["configuration", *measures, "wall ms/query", "CPU ms/query"],
                 [
-                    [r["config"], *(r[m] for m in measures), r["wall_ms"], r["cpu_ms"]]
+                    [
+                        r["config"],
+                        *(f"{r[m]:.4f}" for m in measures),
+                        f"{r['wall_ms']:.1f}",
+                        f"{r['cpu_ms']:.1f}",
+                    ]
                     for r in block["rows"]
                 ],
             ),
@@ -253,9 +254,9 @@ def render(results: dict[str, Any]) -> str:
                 [
                     [
                         r["config"],
-                        *(r[m] for m in measures),
-                        r.get("rewrite_failed", ""),
-                        r.get("seconds", ""),
+                        *(f"{r[m]:.4f}" for m in measures),
+                        _optional(r.get("rewrite_failed"), 4),
+                        _optional(r.get("seconds"), 1),
                     ]
                     for r in llm["rows"]
                 ],

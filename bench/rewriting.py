@@ -134,24 +134,28 @@ def rewriter_rows(
             **no_rewrite,
         }
     )
-    llm = {
-        "model": model,
-        "base_url": base_url,
-        "temperature": 0,
-        "max_tokens": 200,
-        "timeout_seconds": 120,
-    }
-    kinds = [*MODEL_FREE_KINDS, *(LLM_KINDS if base_url is not None else ())]
-    for kind in kinds:
-        started = time.perf_counter()
-        if kind in MODEL_FREE_KINDS:  # its own defaults: fb_docs, fb_terms
-            rewriter, label = (
-                {"kind": kind},
-                f"fused graph + {kind} rewriter (no model, same questions)",
+    # prf with its own defaults (fb_docs, fb_terms); the chat-model kinds when one is served
+    variants = [
+        ({"kind": kind}, f"fused graph + {kind} rewriter (no model, same questions)")
+        for kind in MODEL_FREE_KINDS
+    ]
+    if base_url is not None:
+        llm = {
+            "model": model,
+            "base_url": base_url,
+            "temperature": 0,
+            "max_tokens": 200,
+            "timeout_seconds": 120,
+        }
+        variants += [
+            (
+                {"kind": kind, "num_queries": 3, "llm": llm},
+                f"fused graph + {kind} rewriter (SmolLM2-135M, same questions)",
             )
-        else:
-            rewriter = {"kind": kind, "num_queries": 3, "llm": llm}
-            label = f"fused graph + {kind} rewriter (SmolLM2-135M, same questions)"
+            for kind in LLM_KINDS
+        ]
+    for rewriter, label in variants:
+        started = time.perf_counter()
         graph = build_graph({**base, "rewriter": rewriter}, base_dir=work)
         runs, failed = _runs_and_failures(graph, queries, depth)
         seconds = time.perf_counter() - started
@@ -163,5 +167,6 @@ def rewriter_rows(
             **metrics(runs, subset, corpus),
         }
         rows.append(row)
-        log(f"[rewrite] {kind}: AllSupport@10={row['AllSupport@10']:.3f} in {seconds:.0f}s")
+        found = row["AllSupport@10"]
+        log(f"[rewrite] {rewriter['kind']}: AllSupport@10={found:.3f} in {seconds:.0f}s")
     return rows
