@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from bench.embedding_cache import EmbeddingCache, installed  # noqa: E402
 OUT_DIR = REPO_ROOT / "bench" / "out"
 WORK = OUT_DIR / "answers"
 RESULTS_MD = REPO_ROOT / "bench" / "ANSWER-RESULTS.md"
+TUNE_QUESTIONS = 100  # questions 1-100 are for tuning; the bars are read on the rest
 BEFORE_REV = "2dba63c"  # the last revision whose extractive generator kept its top-3 sentences
 GENERATORS_PATH = "nodes/generate/generators.py"
 YES_NO = ("yes", "no")
@@ -166,15 +168,18 @@ def retrieval_settings(config) -> dict:
     return settings
 
 
-def asked_file(config, questions: list[dict], top_k: int) -> Path:
+def asked_file(config, questions: list[dict], top_k: int, directory: Path = WORK) -> Path:
     key = _fingerprint([retrieval_settings(config), top_k, [q["_id"] for q in questions]])
-    return WORK / f"asked-{key}.json"
+    return directory / f"asked-{key}.json"
 
 
-def retrieve(graph, config, questions: list[dict], top_k: int, fresh: bool) -> list[dict]:
-    """Ask every question through the graph; per question the fused documents. Cached by the
-    retrieval settings, top_k and question ids under ``bench/out``."""
-    cache_file = asked_file(config, questions, top_k)
+def retrieve(
+    graph, config, questions: list[dict], top_k: int, fresh: bool, directory: Path = WORK
+) -> list[dict]:
+    """Ask every question through the graph; per question the fused documents. Cached in
+    ``directory`` (beside the index they came from) by the retrieval settings, top_k and
+    question ids."""
+    cache_file = asked_file(config, questions, top_k, directory)
     if cache_file.is_file() and not fresh:
         return json.loads(cache_file.read_text())
     from parallel_rag.studio.evaluation import DOC_ID_KEY
@@ -275,22 +280,117 @@ COLUMNS = (
 )
 
 
-def table(results: list[tuple[str, dict]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
+    """One line per generator row of ``measure``."""
     header = "| generator | questions (non yes/no) | " + " | ".join(c for c, _ in COLUMNS) + " |"
     lines = [header, "| --- | ---: |" + " ---: |" * len(COLUMNS)]
-    for name, metrics in results:
+    for metrics in rows:
         cells = []
         for _, key in COLUMNS:
             value = metrics[key]
             cells.append(f"{value:.1f}" if key.endswith("words") else f"{value:.3f}")
         counts = f"{metrics['questions']} ({metrics['answerable']})"
-        lines.append(f"| {name} | {counts} | " + " | ".join(cells) + " |")
+        lines.append(f"| {metrics['generator']} | {counts} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def parse_range(text: str) -> tuple[int, int]:
     first, _, last = text.partition("-")
     return int(first), int(last or first)
+
+
+def measure(
+    data: HotpotQA,
+    first: int,
+    last: int,
+    *,
+    index_dir: Path = WORK / "hotpotqa",
+    top_k: int = 10,
+    before: Sequence[str] = (BEFORE_REV,),
+    llm_questions: int = 0,
+    rewriter: str | None = None,
+    documents: Path | None = None,
+    fresh: bool = False,
+) -> dict[str, Any]:
+    """Questions ``first``-``last`` (1-based) asked through ``build_graph()`` on the embedded
+    defaults (index under ``index_dir``), then answered by each generator on the same fused
+    documents. Returns ``{"questions", "top_k", "docs", "rows", "notes"}``, each row a
+    generator's label and ``score``. ``documents``: an earlier run's fused documents instead of
+    asking. A ``before`` revision this checkout does not hold is left out with a note."""
+    questions = data.questions[first - 1 : last]
+    by_id = {q["_id"]: q for q in questions}
+    WORK.mkdir(parents=True, exist_ok=True)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    cache = EmbeddingCache(OUT_DIR / "cache")
+    config = default_config()
+    asked_config = config
+    if rewriter is not None:
+        from parallel_rag.graph.loading import default_config_dict, parse_config
+
+        settings = {**default_config_dict(), "rewriter": {"kind": rewriter}}
+        asked_config = parse_config(settings, source=f"embedded defaults + {rewriter}")
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+
+    def add(label: str, answered: list[dict]) -> dict:
+        rows.append({"generator": label, **score(answered, by_id, data.corpus)})
+        return rows[-1]
+
+    with installed(cache) as embeddings:
+        from parallel_rag.graph.builder import build_graph
+
+        if documents is not None:
+            asked = json.loads(documents.read_text())
+            if [row["id"] for row in asked] != [q["_id"] for q in questions]:
+                raise ValueError(f"{documents}: not questions {first}-{last}")
+            log(f"[ask] questions {first}-{last}: fused documents from {documents}")
+        else:
+            ensure_index(data, config, index_dir)
+            graph = build_graph(asked_config, base_dir=index_dir)
+            log(f"[ask] questions {first}-{last} through build_graph() (top_k {top_k})")
+            asked = retrieve(graph, asked_config, questions, top_k, fresh, index_dir.parent)
+        for row in asked:
+            row["query"] = by_id[row["id"]]["question"]
+        for revision in before:
+            try:
+                old = generator_at(revision)(embeddings=lambda: embeddings)
+            except (OSError, subprocess.CalledProcessError):
+                notes.append(f"Generator before ({revision}) not measured: no such revision here.")
+                log(notes[-1])
+                continue
+            add(f"extractive, before ({revision})", answer_rows(old.generate, asked, "before"))
+        from parallel_rag.graph.components import make_generator
+
+        # the generator the graph's generate node runs, on the documents it was given
+        default = make_generator(config.generator, None, config.embeddings)
+        after = answer_rows(default.generate, asked, "default")
+        asked_with = f", asked with the {rewriter} rewriter" if rewriter else ""
+        add(f"extractive, default ({git_head()}){asked_with}", after)
+        if llm_questions:
+            subset = asked[:llm_questions]
+            try:
+                llm, seconds, label = llm_rows(subset, WORK / "llama-server.log")
+            except Exception as error:  # noqa: BLE001 - the table says why the row is missing
+                notes.append(f"LLM generator not measured: {error}")
+                log(notes[-1])
+            else:
+                n = len(subset)
+                rows.append(
+                    {
+                        "generator": f"extractive, default, same {n} questions",
+                        **score(after[:n], by_id, data.corpus),
+                    }
+                )
+                add(f"LLM: {label}, first {n}", llm)
+                notes.append(f"LLM generator: {seconds:.1f} s per answer on this machine.")
+        cache.flush()
+    return {
+        "questions": f"{first}-{last}",
+        "top_k": top_k,
+        "docs": len(data.corpus),
+        "rows": rows,
+        "notes": notes,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,70 +429,28 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     first, last = parse_range(args.questions)
-    questions = data.questions[first - 1 : last]
-    by_id = {q["_id"]: q for q in questions}
-    WORK.mkdir(parents=True, exist_ok=True)
-    cache = EmbeddingCache(OUT_DIR / "cache")
-    config = default_config()
-    asked_config = config
-    if args.rewriter is not None:
-        from parallel_rag.graph.loading import default_config_dict, parse_config
-
-        settings = {**default_config_dict(), "rewriter": {"kind": args.rewriter}}
-        asked_config = parse_config(settings, source=f"embedded defaults + {args.rewriter}")
-    work = WORK / "hotpotqa"
-    results: list[tuple[str, dict]] = []
-    notes: list[str] = []
-    with installed(cache) as embeddings:
-        from parallel_rag.graph.builder import build_graph
-
-        if args.documents is not None:
-            asked = json.loads(args.documents.read_text())
-            if [row["id"] for row in asked] != [q["_id"] for q in questions]:
-                print(f"{args.documents}: not questions {first}-{last}", file=sys.stderr)
-                return 2
-            log(f"[ask] questions {first}-{last}: fused documents from {args.documents}")
-        else:
-            ensure_index(data, config, work)
-            graph = build_graph(asked_config, base_dir=work)
-            log(f"[ask] questions {first}-{last} through build_graph() (top_k {args.top_k})")
-            asked = retrieve(graph, asked_config, questions, args.top_k, args.fresh)
-        for row in asked:
-            row["query"] = by_id[row["id"]]["question"]
-        for revision in [] if args.no_before else args.before or [BEFORE_REV]:
-            old = generator_at(revision)(embeddings=lambda: embeddings)
-            before = answer_rows(old.generate, asked, "before")
-            results.append((f"extractive, before ({revision})", score(before, by_id, data.corpus)))
-        from parallel_rag.graph.components import make_generator
-
-        # the generator the graph's generate node runs, on the documents it was given
-        default = make_generator(config.generator, None, config.embeddings)
-        after = answer_rows(default.generate, asked, "default")
-        asked_with = f", asked with the {args.rewriter} rewriter" if args.rewriter else ""
-        results.append(
-            (f"extractive, default ({git_head()}){asked_with}", score(after, by_id, data.corpus))
+    try:
+        measured = measure(
+            data,
+            first,
+            last,
+            top_k=args.top_k,
+            before=[] if args.no_before else args.before or [BEFORE_REV],
+            llm_questions=args.llm_questions,
+            rewriter=args.rewriter,
+            documents=args.documents,
+            fresh=args.fresh,
         )
-        if args.llm_questions:
-            subset = asked[: args.llm_questions]
-            try:
-                llm, seconds, label = llm_rows(subset, WORK / "llama-server.log")
-            except Exception as error:  # noqa: BLE001 - the table says why the row is missing
-                notes.append(f"LLM generator not measured: {error}")
-                log(notes[-1])
-            else:
-                n = len(subset)
-                same = score(after[:n], by_id, data.corpus)
-                results.append((f"extractive, default, same {n} questions", same))
-                results.append((f"LLM: {label}, first {n}", score(llm, by_id, data.corpus)))
-                notes.append(f"LLM generator: {seconds:.1f} s per answer on this machine.")
-        cache.flush()
-    text = table(results)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    text = table(measured["rows"])
     print(text)
-    for note in notes:
+    for note in measured["notes"]:
         print(note)
     out = args.out or (RESULTS_MD if (first, last) == (101, 500) else None)
     if out is not None:
-        write_markdown(out, text, notes, first, last, args.top_k, len(data.corpus))
+        write_markdown(out, text, measured["notes"], first, last, args.top_k, len(data.corpus))
         log(f"wrote {out}")
     return 0
 

@@ -98,6 +98,8 @@ def _named(stats: dict, *parts: str) -> tuple[str, dict] | None:
     return next(((name, s) for name, s in stats.items() if all(p in name for p in parts)), None)
 
 
+ANSWERS_ELSEWHERE = "answer recall, citation support, answer length"
+
 ELSEWHERE = [
     (
         "dense branch (encode + search) at 1M vectors, Qdrant Edge",
@@ -114,7 +116,7 @@ ELSEWHERE = [
         "`bench/GENERATION-RESULTS.md` (`python -m bench.generation_latency`)",
     ),
     (
-        "answer recall, citation support, answer length",
+        ANSWERS_ELSEWHERE,
         "`bench/ANSWER-RESULTS.md` (`python -m bench.answers`)",
     ),
     (
@@ -211,8 +213,85 @@ def speed_headline(results: dict) -> list[list[str]]:
                     f"{_f(row['recall_at_10'])}, upsert {row['upsert_per_s']:,.0f} vectors/s",
                 ]
             )
-    out += [[what, f"not measured by this run: {where}"] for what, where in ELSEWHERE]
+    answered = bool(results.get("answers"))  # then the answers table says it
+    out += [
+        [what, f"not measured by this run: {where}"]
+        for what, where in ELSEWHERE
+        if not (answered and what == ANSWERS_ELSEWHERE)
+    ]
     return out
+
+
+ANSWER_RECALL_SHARE = 0.8
+"""The answer bar: recall at least this share of the retrieval ceiling."""
+
+
+def _generator_row(rows: list[dict], prefix: str) -> dict | None:
+    return next((r for r in rows if r["generator"].startswith(prefix)), None)
+
+
+def answers_headline(results: dict) -> list[list[str]]:
+    """The answer bars read off this run's report questions: recall against the share of the
+    ceiling, citation support, and length against the generator the bars were set against."""
+    ranges = (results.get("answers") or {}).get("ranges") or []
+    if not ranges:
+        return []
+    report = ranges[-1]
+    after = _generator_row(report["rows"], "extractive, default")
+    before = _generator_row(report["rows"], "extractive, before")
+    if after is None:
+        return []
+    bar = ANSWER_RECALL_SHARE * after["ceiling"]
+    verdict = "met" if after["recall"] >= bar else f"missed by {bar - after['recall']:.3f}"
+    support = "met" if after["citation_support"] >= 0.9 else "missed"
+    rows = [
+        [
+            f"answer recall ≥ {ANSWER_RECALL_SHARE} × retrieval ceiling",
+            f"{_f(after['recall'])} against a ceiling of {_f(after['ceiling'])} (bar "
+            f"{_f(bar)}): {verdict}",
+        ],
+        ["citation support ≥ 0.9", f"{_f(after['citation_support'])}: {support}"],
+    ]
+    if before is not None:
+        shorter = (
+            after["median_words"] <= before["median_words"]
+            and after["mean_words"] <= before["mean_words"]
+        )
+        rows.append(
+            [
+                "answers no longer than before (median / mean words)",
+                f"{after['median_words']:.1f} / {after['mean_words']:.1f} against "
+                f"{before['median_words']:.1f} / {before['mean_words']:.1f} for "
+                f"{before['generator'].removeprefix('extractive, ')}: "
+                + ("met" if shorter else "missed"),
+            ]
+        )
+    return [[f"HotpotQA questions {report['questions']}: {what}", figure] for what, figure in rows]
+
+
+def answers_section(answers: dict) -> list[str]:
+    """The answer harness's tables, one per question range (tuning first)."""
+    from bench.answers import table
+
+    parts = ["## Answers: HotpotQA dev500 (extractive generator)"]
+    ranges = answers.get("ranges") or []
+    if ranges:
+        first = ranges[0]
+        parts.append(
+            f"Each question asked through `build_graph()` on the embedded defaults (top_k "
+            f"{first['top_k']}, {first['docs']} pooled paragraphs); every generator answers from "
+            "the same fused documents. Answer recall: a gold answer string occurs in the answer "
+            "(yes/no questions excluded); answer first: before the first citation mark; "
+            "retrieval ceiling: in some fused top-k paragraph; citation support: the answer cites "
+            "a gold paragraph; words without citation marks. The first range was used for "
+            "tuning. The LLM generator's rows and the ideas tried are in "
+            "`bench/ANSWER-RESULTS.md` (`python -m bench.answers`)."
+        )
+    for measured in ranges:
+        parts.append(f"### Questions {measured['questions']}")
+        parts.append(table(measured["rows"]))
+        parts += measured.get("notes") or []
+    return parts
 
 
 FANOUT_NAMES = (
@@ -306,13 +385,23 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "`EnsembleRetriever` over the shipped retriever objects."
         )
         parts.append(_table(HEADLINE_COLUMNS, head))
-    speed = speed_headline(results)
-    if speed:
-        parts.append(
+    for name, rows, caption in (
+        (
+            "answers",
+            answers_headline(results),
+            "Answers, measured by this run at the shipped defaults (the extractive generator on "
+            "the fused top 10):",
+        ),
+        (
+            "speed",
+            speed_headline(results),
             "Speed: this run's figures first; the last rows name the focused script and results "
-            "file of each bar this harness does not measure."
-        )
-        parts.append(_table(["speed", "figure"], speed, "ll"))
+            "file of each bar this harness does not measure.",
+        ),
+    ):
+        if rows:
+            parts.append(caption)
+            parts.append(_table([name, "figure"], rows, "ll"))
 
     quality = results.get("quality", {})
     sci = quality.get("scifact")
@@ -397,6 +486,8 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             parts.append(hp["rewriter_note"])
     if "quality" in plots:
         parts.append(f"![quality per configuration]({plots['quality']})")
+    if results.get("answers"):
+        parts += answers_section(results["answers"])
 
     lat = results.get("latency", {})
     fan = lat.get("fanout")

@@ -1,8 +1,9 @@
 """The benchmark harness: ``python -m bench`` (full, manual) or ``python -m bench --smoke`` (CI).
 
-Quality (SciFact, HotpotQA dev500), latency (fan-out, overhead, per node), scale (BM25 engines,
-embedded vector stores) and ingestion, in one process plus one worker process per scale
-measurement, at the shipped defaults (BM25 + Qdrant Edge over passages, the default fusion)
+Quality (SciFact, HotpotQA dev500), answers (the extractive generator's answer recall, citation
+support and length on HotpotQA, ``bench.answers``), latency (fan-out, overhead, per node), scale
+(BM25 engines, embedded vector stores) and ingestion, in one process plus one worker process per
+scale measurement, at the shipped defaults (BM25 + Qdrant Edge over passages, the default fusion)
 beside the previous default and the baselines. Writes ``results.json``, ``RESULTS.md`` and PNG
 plots: into ``bench/`` for a full run, into ``bench/out/smoke/`` for ``--smoke`` (so CI never
 overwrites the committed results).
@@ -45,7 +46,7 @@ from bench.measure import INLINE_ENV  # noqa: E402
 BENCH_DIR = REPO_ROOT / "bench"
 OUT_DIR = BENCH_DIR / "out"
 CACHE_DIR = OUT_DIR / "cache"
-SECTIONS = ("quality", "latency", "scale", "stores", "ingest")
+SECTIONS = ("quality", "answers", "latency", "scale", "stores", "ingest")
 VERSIONED = (
     "parallel-rag",
     "langgraph",
@@ -189,6 +190,8 @@ class Harness:
             "versions": versions(),
         }
 
+        if "answers" in wanted:
+            self.results["answers"] = self.section("answers", self._answers, hotpot)
         if wanted & {"quality", "latency"}:
             self.quality_and_latency(wanted, sci_test, sci_train, hotpot)
         if "latency" in wanted:
@@ -264,6 +267,7 @@ class Harness:
             "scale": [("scale", "bm25"), ("scale", "corpus_note"), ("scale", "skipped")],
             "stores": [("scale", "stores"), ("scale", "stores_note")],
             "ingest": [("ingest",)],
+            "answers": [("answers",)],
         }
         meta = self.results["meta"]
         for name in SECTIONS:
@@ -284,6 +288,26 @@ class Harness:
                     f"Section `{name}` comes from an earlier run ({old_sections[name]['date']}, "
                     f"`{old_sections[name]['command']}`), not re-measured by this one."
                 )
+
+    def _answers(self, hotpot: HotpotQA) -> dict[str, Any]:
+        """The answer harness (``bench.answers``) on the tuning questions and the report
+        questions: the checkout's extractive generator beside the one the answer bars were set
+        against, on the fused documents ``build_graph()`` returns at the embedded defaults."""
+        from bench import answers
+
+        tune = 6 if self.smoke else answers.TUNE_QUESTIONS
+        # the full run shares ``bench.answers``' own index and fused documents
+        index_dir = self.work / "answers" / "hotpotqa" if self.smoke else None
+        kw = {"index_dir": index_dir} if index_dir is not None else {}
+        ranges = [(1, tune), (tune + 1, len(hotpot.questions))]
+        return {
+            "ranges": [
+                answers.measure(
+                    hotpot, first, last, llm_questions=self.args.answer_llm_questions, **kw
+                )
+                for first, last in ranges
+            ],
+        }
 
     def _fanout(self, delay_ms: float, reps: int):
         from bench.latency import fanout
@@ -571,6 +595,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--render-only", action="store_true", help="rewrite RESULTS.md from saved results"
     )
     parser.add_argument("--llm", help="OpenAI-compatible base URL for the rewriter rows")
+    parser.add_argument(
+        "--answer-llm-questions",
+        type=int,
+        default=0,
+        help="questions per range the LLM generator (SmolLM2, served here) answers (0 = none)",
+    )
     parser.add_argument(
         "--rewriter-questions",
         type=int,

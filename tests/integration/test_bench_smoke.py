@@ -55,6 +55,7 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
         "## Scale: BM25",
         "## Scale: embedded vector stores",
         "## Ingestion",
+        "## Answers: HotpotQA dev500",
     ):
         assert heading in report, heading
     assert "EnsembleRetriever" in report
@@ -77,6 +78,30 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
     assert "prf rewriter (no model" in rewriters[1]["config"]
     assert 0 <= rewriters[1]["AllSupport@10"] <= 1 and rewriters[1]["rewrite_failed"] < 1
     assert "### HotpotQA with each rewriter kind" in report
+
+    # answers: the tuning questions, then the report questions, each with the shipped
+    # generator beside the one the bars were set against (when this checkout holds it)
+    ranges = results["answers"]["ranges"]
+    assert [r["questions"] for r in ranges] == ["1-6", "7-12"]
+    has_before = (
+        subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "cat-file", "-e", "2dba63c^{commit}"],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
+    for measured in ranges:
+        labels = [row["generator"] for row in measured["rows"]]
+        assert any(label.startswith("extractive, default (") for label in labels), labels
+        assert any(label.startswith("extractive, before (2dba63c)") for label in labels) == (
+            has_before
+        )
+        for row in measured["rows"]:
+            assert 0 <= row["recall"] <= 1 and 0 <= row["ceiling"] <= 1
+            assert row["answerable"] <= row["questions"] == 6
+            assert row["median_words"] > 0
+    assert "answer recall ≥ 0.8 × retrieval ceiling" in report
+    assert "not measured by this run: `bench/ANSWER-RESULTS.md`" not in report
 
     # overhead: the product's retrieval path, sync and async, beside the baselines
     overhead = results["latency"]["overhead"]["stats"]
