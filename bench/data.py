@@ -18,6 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_ENV = "PARALLEL_RAG_DATA"
 SCIFACT = "scifact"
 HOTPOTQA = "hotpotqa-dev500"
+VASWANI = "vaswani"
 
 
 class DataMissing(RuntimeError):
@@ -66,6 +67,18 @@ def load_scifact(split: str):
     root = require(SCIFACT, ["corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"])
     try:
         return load_beir(root, split=split)
+    except MissingDatasetError as error:  # pragma: no cover - checked above
+        raise DataMissing(f"bench: {error}") from None
+
+
+def load_vaswani():
+    """Vaswani as a ``studio.evaluation.BeirCollection``: a collection no setting was tuned on
+    (every judged query)."""
+    from parallel_rag.studio.evaluation import MissingDatasetError, load_beir
+
+    root = require(VASWANI, ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+    try:
+        return load_beir(root, split="test")
     except MissingDatasetError as error:  # pragma: no cover - checked above
         raise DataMissing(f"bench: {error}") from None
 

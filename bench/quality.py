@@ -346,6 +346,29 @@ def scifact(
     }
 
 
+def untuned(collection, name: str, work: Path, config, *, depth: int = 100, log=print):
+    """Quality on a collection no setting was tuned on (``collection`` a BeirCollection; every
+    judged query): the shipped defaults beside each single retriever, the previous default and
+    ``EnsembleRetriever`` (``compared_rows``), so "fused >= every single" is checked where
+    nothing could have been fitted to it."""
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+
+    def add(label: str, runs: dict[str, list[str]], kind: str) -> None:
+        scores = score_runs(runs, collection.qrels, SCIFACT_MEASURES)
+        rows.append({"config": label, "kind": kind, **scores})
+        log(f"[{name}] {label}: " + " ".join(f"{m}={v:.4f}" for m, v in scores.items()))
+
+    compared_rows(config, work, name, collection.queries, depth, add)
+    return {
+        "rows": rows,
+        "queries": len(collection.queries),
+        "docs": len(collection.corpus),
+        "depth": depth,
+        "seconds": time.perf_counter() - started,
+    }
+
+
 def _with_rerank(test, cache, work, depth, add, log) -> str:
     from parallel_rag.nodes.rerank.scorers import EmbeddingSimilarityScorer
 

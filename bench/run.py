@@ -40,6 +40,7 @@ from bench.data import (  # noqa: E402
     doc_text,
     load_hotpotqa,
     load_scifact,
+    load_vaswani,
 )
 from bench.measure import INLINE_ENV  # noqa: E402
 
@@ -174,9 +175,11 @@ class Harness:
         log(f"bench: data from {data_root()}, writing to {self.out_dir}")
         sci_test, sci_train = load_scifact("test"), load_scifact("train")
         hotpot = load_hotpotqa()
+        vaswani = load_vaswani()
         if self.smoke:
             sci_test, sci_train = smoke_scifact(sci_test, sci_train)
             hotpot = smoke_hotpotqa(hotpot)
+            vaswani, _ = smoke_scifact(vaswani, vaswani)
             os.environ[INLINE_ENV] = "1"  # scale tasks in-process: no worker start-up cost
             self.notes.append(
                 "Smoke run: tiny subsets, scale tasks in the harness process (memory figures are "
@@ -193,7 +196,7 @@ class Harness:
         if "answers" in wanted:
             self.results["answers"] = self.section("answers", self._answers, hotpot)
         if wanted & {"quality", "latency"}:
-            self.quality_and_latency(wanted, sci_test, sci_train, hotpot)
+            self.quality_and_latency(wanted, sci_test, sci_train, hotpot, vaswani)
         if "latency" in wanted:
             fan = self.results["latency"]
             if self.smoke:
@@ -314,7 +317,7 @@ class Harness:
 
         return fanout((2, 3, 4), delay_ms=delay_ms, reps=reps, log=log)
 
-    def quality_and_latency(self, wanted, sci_test, sci_train, hotpot: HotpotQA) -> None:
+    def quality_and_latency(self, wanted, sci_test, sci_train, hotpot: HotpotQA, vaswani) -> None:
         from bench import latency, quality
         from bench.embedding_cache import EmbeddingCache, installed, warm
         from bench.fusion_methods import edge_reads_the_cache
@@ -324,9 +327,12 @@ class Harness:
         with installed(cache) as cached, edge_reads_the_cache(cached):
             queries = [*sci_test.queries.values(), *sci_train.queries.values()]
             queries += [q["question"] for q in hotpot.questions]
+            queries += list(vaswani.queries.values()) if "quality" in wanted else []
             warm(cache, queries, "queries", log)
             warm(cache, [doc_text(d) for d in hotpot.corpus.values()], "hotpotqa corpus", log)
             warm(cache, [doc_text(d) for d in sci_test.corpus.values()], "scifact corpus", log)
+            if "quality" in wanted:
+                warm(cache, [doc_text(d) for d in vaswani.corpus.values()], "vaswani corpus", log)
             sci_work = self.work / "scifact"
             sci_config = self.section(
                 "scifact indexes",
@@ -354,6 +360,9 @@ class Harness:
                 )
                 self.results["quality"]["hotpotqa"] = self.section(
                     "quality: hotpotqa", self._hotpot, hotpot, cache, depth
+                )
+                self.results["quality"]["vaswani"] = self.section(
+                    "quality: vaswani (not tuned on)", self._untuned, vaswani, "vaswani", depth
                 )
         log(
             f"[embed] cache: {cache.hits} hits, {cache.misses} misses "
@@ -394,6 +403,13 @@ class Harness:
                 list(sci_test.queries.values())[:n],
                 log=log,
             )
+
+    def _untuned(self, collection, name: str, depth: int):
+        from bench import quality
+
+        work = self.work / name
+        config = quality.build_indexes(collection.corpus, work, name, depth)
+        return quality.untuned(collection, name, work, config, depth=depth, log=log)
 
     def _hotpot(self, hotpot: HotpotQA, cache, depth: int):
         from bench import quality, rewriting

@@ -56,6 +56,7 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
         "## Scale: embedded vector stores",
         "## Ingestion",
         "## Answers: HotpotQA dev500",
+        "## Quality: Vaswani (not tuned on)",
     ):
         assert heading in report, heading
     assert "EnsembleRetriever" in report
@@ -69,6 +70,10 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
         kinds = [row["kind"] for row in results["quality"][collection]["rows"]]
         for kind in ("single", "fused", "fused-previous", "ensemble", "fused-tuned"):
             assert kind in kinds, (collection, kind)
+    # and on a collection nothing was tuned on: no tuned row there
+    kinds = [row["kind"] for row in results["quality"]["vaswani"]["rows"]]
+    assert set(kinds) == {"single", "fused", "fused-previous", "ensemble"}, kinds
+    assert "| Vaswani nDCG@10 (not tuned on) |" in report
     shipped = next(r for r in results["quality"]["scifact"]["rows"] if r["kind"] == "fused")
     assert "shipped defaults (minmax, dense weight 0.75" in shipped["config"]
 
@@ -102,6 +107,7 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
             assert row["median_words"] > 0
     assert "answer recall ≥ 0.8 × retrieval ceiling" in report
     assert "not measured by this run: `bench/ANSWER-RESULTS.md`" not in report
+    assert "not measured by this run: `bench/FUSION-RESULTS.md`" not in report
 
     # overhead: the product's retrieval path, sync and async, beside the baselines
     overhead = results["latency"]["overhead"]["stats"]
