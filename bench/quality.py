@@ -294,6 +294,18 @@ def tuned_rows(work: Path, collection: str, tuned: Tuned, queries, depth: int, a
     )
 
 
+def row_recorder(rows: list[dict[str, Any]], qrels, name: str, log):
+    """``add(label, runs, kind)`` for ``compared_rows``: scores ``runs`` on a judged-document
+    collection (nDCG@10, R@100), appends the row to ``rows`` and logs it."""
+
+    def add(label: str, runs: dict[str, list[str]], kind: str) -> None:
+        scores = score_runs(runs, qrels, SCIFACT_MEASURES)
+        rows.append({"config": label, "kind": kind, **scores})
+        log(f"[{name}] {label}: " + " ".join(f"{m}={v:.4f}" for m, v in scores.items()))
+
+    return add
+
+
 # -- SciFact -------------------------------------------------------------------------------------
 
 
@@ -312,11 +324,7 @@ def scifact(
     (same corpus); ``config`` is what ``build_indexes`` returned for ``work``."""
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
-
-    def add(name: str, runs: dict[str, list[str]], kind: str) -> None:
-        scores = score_runs(runs, test.qrels, SCIFACT_MEASURES)
-        rows.append({"config": name, "kind": kind, **scores})
-        log(f"[scifact] {name}: " + " ".join(f"{m}={v:.4f}" for m, v in scores.items()))
+    add = row_recorder(rows, test.qrels, "scifact", log)
 
     singles = compared_rows(config, work, "scifact", test.queries, depth, add)
 
@@ -353,11 +361,7 @@ def untuned(collection, name: str, work: Path, config, *, depth: int = 100, log=
     nothing could have been fitted to it."""
     started = time.perf_counter()
     rows: list[dict[str, Any]] = []
-
-    def add(label: str, runs: dict[str, list[str]], kind: str) -> None:
-        scores = score_runs(runs, collection.qrels, SCIFACT_MEASURES)
-        rows.append({"config": label, "kind": kind, **scores})
-        log(f"[{name}] {label}: " + " ".join(f"{m}={v:.4f}" for m, v in scores.items()))
+    add = row_recorder(rows, collection.qrels, name, log)
 
     compared_rows(config, work, name, collection.queries, depth, add)
     return {

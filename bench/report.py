@@ -48,6 +48,14 @@ def _hotpot_table(rows: list[dict], rewrites: bool = False) -> str:
     return _table(headers, body)
 
 
+def _ranking_table(rows: list[dict]) -> str:
+    """nDCG@10 and R@100 of each configuration (the judged-document collections)."""
+    return _table(
+        ["configuration", "nDCG@10", "R@100"],
+        [[r["config"], _f(r["nDCG@10"]), _f(r["R@100"])] for r in rows],
+    )
+
+
 def _kind(rows: list[dict], kind: str) -> dict | None:
     return next((r for r in rows if r["kind"] == kind), None)
 
@@ -421,12 +429,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "Edge searches a collection this small exactly too, so its ranking is the same. "
             "Bar: nDCG@10 ≥ 0.73 at the shipped defaults, fused ≥ every single."
         )
-        parts.append(
-            _table(
-                ["configuration", "nDCG@10", "R@100"],
-                [[r["config"], _f(r["nDCG@10"]), _f(r["R@100"])] for r in sci["rows"]],
-            )
-        )
+        parts.append(_ranking_table(sci["rows"]))
         t = sci["tuned"]
         g = t["grids"]
         parts.append(
@@ -499,12 +502,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "single retriever where nothing was fitted to it. Bar: fused ≥ every single on "
             "nDCG@10 and R@100."
         )
-        parts.append(
-            _table(
-                ["configuration", "nDCG@10", "R@100"],
-                [[r["config"], _f(r["nDCG@10"]), _f(r["R@100"])] for r in vas["rows"]],
-            )
-        )
+        parts.append(_ranking_table(vas["rows"]))
     if "quality" in plots:
         parts.append(f"![quality per configuration]({plots['quality']})")
     if results.get("answers"):
