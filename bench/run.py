@@ -251,7 +251,7 @@ class Harness:
     def carry_over(self, wanted: set[str]) -> None:
         """A run of some sections keeps the other sections of the previous full-mode results
         (``bench/out/results.json``), each labelled with the run that measured it."""
-        previous_file = OUT_DIR / "results.json"
+        previous_file = results_file(smoke=False, out=None)
         if not previous_file.is_file():
             return
         previous = json.loads(previous_file.read_text())
@@ -575,7 +575,7 @@ class Harness:
         from bench.report import plot, render
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (OUT_DIR / ("smoke-results.json" if self.smoke else "results.json")).write_text(
+        results_file(self.smoke, self.args.out).write_text(
             json.dumps(self.results, indent=2, default=str)
         )
         plots = {}
@@ -588,11 +588,22 @@ class Harness:
         log(f"bench: wrote {self.out_dir / 'RESULTS.md'} and {len(plots)} plot(s)")
 
 
+def results_file(smoke: bool, out: str | None) -> Path:
+    """Where a run's results JSON goes: under ``bench/out/`` for the default destination (the
+    source of the committed ``RESULTS.md``, which ``--render-only`` and a later run of some
+    sections read), or beside the ``RESULTS.md`` of an ``--out`` folder, so that a run written
+    elsewhere never replaces the results the committed report was rendered from."""
+    name = "smoke-results.json" if smoke else "results.json"
+    return Path(out) / name if out else OUT_DIR / name
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="tiny data, a minute or two (CI)")
     parser.add_argument("--sections", help=f"comma list of {', '.join(SECTIONS)} (default all)")
-    parser.add_argument("--out", help="output folder (default bench/, or bench/out/smoke)")
+    parser.add_argument(
+        "--out", help="folder for RESULTS.md, the plots and the results JSON (default bench/)"
+    )
     parser.add_argument(
         "--max-docs",
         type=int,
@@ -630,7 +641,7 @@ def render_only(smoke: bool, out: str | None) -> int:
     """Rewrite RESULTS.md and the plots from the saved results (no measuring)."""
     from bench.report import plot, render
 
-    source = OUT_DIR / ("smoke-results.json" if smoke else "results.json")
+    source = results_file(smoke, out)
     if not source.is_file():
         print(f"bench: no saved results at {source}; run the harness first", file=sys.stderr)
         return 2
