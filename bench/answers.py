@@ -332,9 +332,8 @@ def measure(
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
 
-    def add(label: str, answered: list[dict]) -> dict:
+    def add(label: str, answered: list[dict]) -> None:
         rows.append({"generator": label, **score(answered, by_id, data.corpus)})
-        return rows[-1]
 
     with installed(cache) as embeddings:
         from parallel_rag.graph.builder import build_graph
@@ -375,12 +374,7 @@ def measure(
                 log(notes[-1])
             else:
                 n = len(subset)
-                rows.append(
-                    {
-                        "generator": f"extractive, default, same {n} questions",
-                        **score(after[:n], by_id, data.corpus),
-                    }
-                )
+                add(f"extractive, default, same {n} questions", after[:n])
                 add(f"LLM: {label}, first {n}", llm)
                 notes.append(f"LLM generator: {seconds:.1f} s per answer on this machine.")
         cache.flush()
