@@ -1,6 +1,7 @@
 """``openai``: OpenAI vector-store file search, called directly (``direct_search``).
 
-``POST {base_url}/vector_stores/{vector_store_id}/search`` with ``query``, ``max_num_results``,
+``POST {base_url}/vector_stores/{vector_store_id}/search`` (``/v1`` is added to a ``base_url``
+without it) with ``query``, ``max_num_results``,
 ``filters`` (OpenAI's attribute filter language: ``{"type": "eq", "key", "value"}`` per request
 filter, joined with the configured ``filter`` by ``{"type": "and", "filters": [...]}``) and
 ``ranking_options.score_threshold`` from ``similarity_threshold``. Each result chunk becomes a
@@ -96,9 +97,12 @@ class OpenAIFileSearchSettings(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
+        """With or without the API version: ``https://api.openai.com`` and
+        ``https://api.openai.com/v1`` are the same server (vLLM Semantic Router accepts both)."""
         if not re.match(r"^https?://[^\s/]+", value):
             raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        value = value.rstrip("/")
+        return value if value.endswith("/v1") else f"{value}/v1"
 
     @field_validator("filter")
     @classmethod

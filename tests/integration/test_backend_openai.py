@@ -59,6 +59,17 @@ def test_search_request_and_page_parsing(server):
     assert [d.id for d in again] == [d.id for d in docs]  # stable ids
 
 
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+def test_base_url_is_accepted_with_or_without_v1(server, suffix):
+    """vLLM Semantic Router's ``base_url: https://api.openai.com`` (no ``/v1``) reaches the
+    same search endpoint as ours with ``/v1``."""
+    docs = openai_retriever(settings(server, base_url=f"{server.url}{suffix}")).invoke(
+        BRIDGE_QUESTION, k=2
+    )
+    assert server.requests[-1].path == f"/v1/vector_stores/{STORE}/search"
+    assert len(docs) == 2
+
+
 def test_tenant_filter_never_returns_another_tenant(server):
     retriever = openai_retriever(settings(server))
     assert {d.metadata["tenant"] for d in retriever.invoke(BRIDGE_QUESTION, k=6)} == {
