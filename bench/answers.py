@@ -60,7 +60,9 @@ WORK = OUT_DIR / "answers"
 RESULTS_MD = REPO_ROOT / "bench" / "ANSWER-RESULTS.md"
 TUNE_QUESTIONS = 100  # questions 1-100 are for tuning; the bars are read on the rest
 BEFORE_REV = "2dba63c"  # the last revision whose extractive generator kept its top-3 sentences
+# where revisions before the split of nodes/generate/ (33) kept the whole extractive generator
 GENERATORS_PATH = "nodes/generate/generators.py"
+GENERATE_DIR = "nodes/generate"  # the generators now, one module a job
 YES_NO = ("yes", "no")
 FINDINGS = "## Findings"
 _CITATION_MARK = re.compile(r"\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
@@ -204,7 +206,8 @@ def retrieve(
 
 
 def generator_at(revision: str):
-    """``ExtractiveGenerator`` as ``nodes/generate/generators.py`` defined it at ``revision``."""
+    """``ExtractiveGenerator`` as ``nodes/generate/generators.py`` defined it at ``revision``
+    (a revision from before that file was split by job, as ``BEFORE_REV`` is)."""
     source = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "show", f"{revision}:{GENERATORS_PATH}"],
         capture_output=True,
@@ -458,7 +461,7 @@ def git_head() -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", GENERATORS_PATH],
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", GENERATE_DIR],
             capture_output=True,
             text=True,
             check=True,

@@ -25,7 +25,8 @@ from parallel_rag.graph.configuration import (
     RewriterConfig,
 )
 from parallel_rag.nodes.chat_models import make_chat_model
-from parallel_rag.nodes.generate.generators import ChatModelGenerator, ExtractiveGenerator
+from parallel_rag.nodes.generate.chat import ChatModelGenerator
+from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
 from parallel_rag.nodes.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
 from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
 from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer

@@ -53,7 +53,7 @@ from parallel_rag.graph.routes import (
 )
 from parallel_rag.graph.state import MAX_QUERY_CHARS, MAX_TOP_K, FilterValue
 from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.generate.generators import EVIDENCE_CALL_ID, format_evidence
+from parallel_rag.nodes.generate.evidence import EVIDENCE_CALL_ID, format_evidence
 from parallel_rag.nodes.prompts import EVIDENCE_TOOL_CALL_CONTENT, EVIDENCE_TOOL_NAME
 from pydantic import (
     BaseModel,

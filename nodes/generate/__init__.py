@@ -1,2 +1,5 @@
-"""The ``generate`` node (``node.py``) and its generators, extractive and chat-model, with the
-evidence format they share (``generators.py``)."""
+"""The ``generate`` node (``node.py``) and its generators, one module a job: the extractive one
+(``extractive.py``, with the question heuristics of ``questions.py`` and the sentence trimming of
+``trimming.py``), the chat-model one (``chat.py``), the citations every answer carries
+(``citations.py``) and the evidence format the chat generator, the router and the listwise
+reranker share (``evidence.py``)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
-from parallel_rag.nodes.generate.generators import GeneratedAnswer
+from parallel_rag.nodes.generate.citations import GeneratedAnswer
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.nodes.records import Citation
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 from parallel_rag.nodes import prompts
-from parallel_rag.nodes.generate.generators import neutralize
+from parallel_rag.nodes.generate.evidence import neutralize
 from parallel_rag.nodes.rerank.scorers import Overflow, ScorerError, TokenBudgetError
 
 _NUMBER = re.compile(r"\d{1,3}")

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessageChunk
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.graph import build_graph
 from parallel_rag.nodes.chat_models import ChatModelSettings, make_chat_model
-from parallel_rag.nodes.generate.generators import check_citations, cited_numbers
+from parallel_rag.nodes.generate.citations import check_citations, cited_numbers
 
 pytestmark = pytest.mark.integration
 

@@ -43,7 +43,7 @@ from parallel_rag.graph.loading import load_config
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.chat_models import smollm2_gguf_path
 from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.generate.generators import format_evidence, neutralize
+from parallel_rag.nodes.generate.evidence import format_evidence, neutralize
 from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.langserve_app import create_app
 from servers import BIN, ServerProcess, free_port

@@ -5,7 +5,8 @@ carry the asked-for answer."""
 from __future__ import annotations
 
 import pytest
-from parallel_rag.nodes.generate.generators import ExtractiveGenerator, question_focus
+from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+from parallel_rag.nodes.generate.questions import question_focus
 
 LAW_QUESTION = "What law relates word frequency?"
 

@@ -3,7 +3,7 @@ quotes it under another name and the question asks for a name."""
 
 from __future__ import annotations
 
-from parallel_rag.nodes.generate.generators import ExtractiveGenerator
+from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
 
 QUESTION = "Which gospel singer born in July did David Huntsinger work with?"
 OPENING = "Larnelle Steward Harris (born July 6, 1947) is an American gospel singer."

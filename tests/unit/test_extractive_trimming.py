@@ -8,14 +8,9 @@ import re
 import pytest
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.text_analysis import analyze
-from parallel_rag.nodes.generate.generators import (
-    ELISION,
-    ExtractiveGenerator,
-    answer_kind,
-    clause_pieces,
-    opens_with_reference,
-    trim_sentence,
-)
+from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+from parallel_rag.nodes.generate.questions import answer_kind, opens_with_reference
+from parallel_rag.nodes.generate.trimming import ELISION, clause_pieces, trim_sentence
 
 WARD = (
     "Sela Ann Ward (born July 11, 1956) is an American actress, author and producer, "

@@ -22,13 +22,13 @@ from parallel_rag.graph import build_graph
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.chat_models import ChatModelSettings, make_chat_model
 from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.nodes.generate.generators import (
-    ChatModelGenerator,
+from parallel_rag.nodes.generate.chat import ChatModelGenerator
+from parallel_rag.nodes.generate.citations import (
     check_citations,
     cited_numbers,
     drop_invalid_citations,
-    format_evidence,
 )
+from parallel_rag.nodes.generate.evidence import format_evidence
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 
 QUESTION = "When did the Golden Gate Bridge open?"

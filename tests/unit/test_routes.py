@@ -17,7 +17,7 @@ from parallel_rag.graph.routes import (
     split_router_data,
     store_generation,
 )
-from parallel_rag.nodes.generate.generators import format_evidence
+from parallel_rag.nodes.generate.evidence import format_evidence
 from parallel_rag.studio.openai_router import (
     ChatRequest,
     ContextCache,

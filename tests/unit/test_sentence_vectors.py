@@ -19,7 +19,8 @@ from parallel_rag.backends.sentence_vectors import (
     StoredSentenceEmbeddings,
     sentence_key,
 )
-from parallel_rag.nodes.generate.generators import ExtractiveGenerator, split_sentences
+from parallel_rag.backends.text_analysis import split_sentences
+from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
 
 IDENTITY = "counting-letters"
 DOCS = [
