@@ -249,7 +249,7 @@ def llm_rows(asked: list[dict], log_path: Path) -> tuple[list[dict], float, str]
     from parallel_rag.graph.components import make_generator
     from parallel_rag.graph.configuration import GeneratorConfig
 
-    from bench.rewriting import llama_server, offline_llm_available
+    from bench.offline_llm import llama_server, offline_llm_available
 
     why_not = offline_llm_available()
     if why_not:

@@ -1,4 +1,5 @@
-"""Where the evaluation collections are, how they are read, and the synthetic scale corpus.
+"""Where the evaluation collections are, how they are read, their smoke-sized slices, and the
+synthetic scale corpus.
 
 The collections live in ``../shared/data`` beside the checkout (override: ``$PARALLEL_RAG_DATA``)
 and are never copied into the repo. A missing folder stops the harness with a clear message.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,3 +148,35 @@ def random_unit_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
     vectors = rng.standard_normal((n, dim), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors
+
+
+# -- smoke-sized slices (``--smoke`` runs) ---------------------------------------------------
+
+
+def _subset(collection, qids: list[str], corpus_ids: set[str]):
+    from parallel_rag.studio.evaluation import BeirCollection
+
+    return BeirCollection(
+        corpus={k: v for k, v in collection.corpus.items() if k in corpus_ids},
+        queries={q: collection.queries[q] for q in qids},
+        qrels={q: collection.qrels[q] for q in qids},
+    )
+
+
+def smoke_scifact(test, train, queries: int = 8, distractors: int = 30):
+    """The first queries of each split with their judged documents and seeded distractors: a
+    collection small enough for CI in which every measure still has something to find."""
+    test_q, train_q = list(test.queries)[:queries], list(train.queries)[:queries]
+    judged = {d for q in test_q for d in test.qrels[q]} | {
+        d for q in train_q for d in train.qrels[q]
+    }
+    others = sorted(set(test.corpus) - judged)
+    keep = judged | set(random.Random(7).sample(others, distractors))
+    return _subset(test, test_q, keep), _subset(train, train_q, keep)
+
+
+def smoke_hotpotqa(data: HotpotQA, questions: int = 12) -> HotpotQA:
+    """The first questions and the paragraphs of their contexts."""
+    picked = data.questions[:questions]
+    ids = {d for q in picked for d in q["context_doc_ids"]}
+    return HotpotQA({k: v for k, v in data.corpus.items() if k in ids}, picked)

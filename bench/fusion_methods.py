@@ -27,11 +27,9 @@ import datetime as dt
 import json
 import os
 import platform
-import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +38,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
-from parallel_rag.backends.embeddings import BUNDLED  # noqa: E402
-from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings  # noqa: E402
 
 from bench.data import (  # noqa: E402
     REPO_ROOT,
@@ -50,17 +46,22 @@ from bench.data import (  # noqa: E402
     doc_text,
     load_hotpotqa,
     load_scifact,
-    sentence_fingerprint,
+)
+from bench.pipelines import (  # noqa: E402
+    DENSE,
+    LEX,
+    PASSAGES_ON,
+    VARIANTS,
+    build_edge_indexes,
+    edge_reads_the_cache,
+    no_fusion_settings,
+    passages_by_default,
 )
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 CACHE_DIR = OUT_DIR / "cache"
 WORK_DIR = OUT_DIR / "fusion"
 RESULTS_MD = REPO_ROOT / "bench" / "FUSION-RESULTS.md"
-LEX, DENSE = "lexical", "dense"
-# ``passages:`` with its defaults (the model's input length, no overlap, the sentence weight),
-# spelled out so that an index built under other defaults is built again
-PASSAGES_ON = PassageSettings().model_dump()
 VASWANI = "vaswani"
 RRF_K_GRID = (5, 10, 20, 60)
 RRF_WEIGHT_GRID = (0.25, 0.5, 0.75, 1.0)
@@ -391,114 +392,6 @@ def graph_runs(
         for qid, result in zip(chunk, results, strict=True):
             runs[qid] = doc_ids(result["documents"])
     return runs, time.perf_counter() - wall, time.process_time() - cpu
-
-
-def passages_by_default() -> bool:
-    from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings
-
-    return QdrantEdgeSettings().passages is not None
-
-
-def edge_entry(work: Path, collection: str, depth: int, passages: Any) -> dict[str, Any]:
-    """The dense retriever: Qdrant Edge over ``collection`` (its passages collection when
-    ``passages`` is on). ``passages`` is None (one vector per document), a ``passages:``
-    mapping, or ``"default"`` (no ``passages`` key: what a user's configuration gets)."""
-    on = passages_by_default() if passages == "default" else passages is not None
-    settings: dict[str, Any] = {
-        "path": str(work / "edge"),
-        "collection": f"{collection}_passages" if on else collection,
-    }
-    if passages != "default":
-        settings["passages"] = passages
-    return {"name": DENSE, "backend": "qdrant_edge", "top_k": depth, "backend_config": settings}
-
-
-def no_fusion_settings(
-    work: Path, collection: str, depth: int, passages: Any = "default"
-) -> dict[str, Any]:
-    """The bench pipeline with no ``fusion:`` block: what a user's configuration gets (the
-    dense retriever with or without passages, see ``edge_entry``)."""
-    from bench.quality import pipeline
-
-    config = pipeline(work, collection, depth=depth)
-    config.pop("fusion")
-    config["retrievers"][1] = edge_entry(work, collection, depth, passages)
-    return config
-
-
-def build_edge_indexes(
-    corpus: dict, work: Path, collection: str, depth: int, passages: bool
-) -> None:
-    """BM25 and Qdrant Edge collections of the corpus (one vector per document; with
-    ``passages``, a passages collection too), vectors from the embedding cache; each kept when
-    already built for the same corpus."""
-    from parallel_rag.graph.loading import parse_config
-    from parallel_rag.studio.evaluation import index_corpus
-
-    from bench.quality import pipeline
-
-    signature = {
-        "docs": len(corpus),
-        "ids": sorted(corpus)[:5],
-        "collection": collection,
-        "sentences": sentence_fingerprint(corpus),
-        # the store's defaults (index build, 8-bit copies): a collection built before one
-        # changed is not what a user gets now
-        "store": QdrantEdgeSettings().model_dump(mode="json", exclude={"path", "collection"}),
-    }
-    wanted = {"plain": None, "passages": PASSAGES_ON}
-    if not passages:
-        del wanted["passages"]
-    built = work / "built.json"
-    done = json.loads(built.read_text()) if built.is_file() else {}
-    if done.get("signature") != signature:
-        shutil.rmtree(work, ignore_errors=True)
-        done = {"signature": signature}
-    todo = [name for name in wanted if name not in done or done[name] != wanted[name]]
-    if not todo:
-        log(f"[index] {collection}: reusing {work}")
-        return
-    work.mkdir(parents=True, exist_ok=True)
-    config = pipeline(work, collection, depth=depth)
-    config["retrievers"] = [config["retrievers"][0]] + [
-        {**edge_entry(work, collection, depth, wanted[name]), "name": f"{DENSE}_{name}"}
-        for name in todo
-    ]
-    wall, cpu = time.perf_counter(), time.process_time()
-    index_corpus(corpus, parse_config(config), work)
-    log(
-        f"[index] {collection} ({', '.join(todo)}): built in {time.perf_counter() - wall:.0f} s "
-        f"wall, {time.process_time() - cpu:.0f} s CPU"
-    )
-    built.write_text(json.dumps({**done, **{name: wanted[name] for name in todo}}))
-
-
-@contextmanager
-def edge_reads_the_cache(cached) -> Iterator[None]:
-    """The Qdrant Edge backend embeds queries and passages through the bench's cache."""
-    from parallel_rag.backends import qdrant_edge
-
-    original = qdrant_edge.load_embeddings
-
-    def patched(model: str = BUNDLED, device: str = "cpu"):
-        return cached if model == BUNDLED else original(model, device)
-
-    qdrant_edge.load_embeddings = patched
-    try:
-        yield
-    finally:
-        qdrant_edge.load_embeddings = original
-
-
-VARIANTS = {
-    False: "one vector per document",
-    True: (
-        f"passages and sentences, {1 - PASSAGES_ON['sentence_weight']:g} x best passage + "
-        f"{PASSAGES_ON['sentence_weight']:g} x best sentence"
-        if PASSAGES_ON["sentence_weight"]
-        else "passages, best passage"
-    ),
-}
 
 
 def report_rows(
@@ -855,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     if args.smoke:
-        from bench.run import smoke_hotpotqa, smoke_scifact
+        from bench.data import smoke_hotpotqa, smoke_scifact
 
         sci_test, sci_train = smoke_scifact(sci_test, sci_train)
         hotpot = smoke_hotpotqa(hotpot, 16)

@@ -11,52 +11,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
-from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
-from parallel_rag.studio.evaluation import DOC_ID_KEY
 
+from bench import orchestration
+from bench.baselines import DelayRetriever, ensemble_of
 from bench.measure import pct, summary_ms
-from bench.quality import ensemble_of
 
 CHEAP_GENERATOR = {"kind": "extractive", "min_similarity": None}
-
-
-class DelayRetriever(BaseRetriever):
-    """A branch that sleeps a fixed time (``time.sleep`` / ``asyncio.sleep``) and returns fixed
-    documents: it isolates the orchestration cost from any real search."""
-
-    delay_s: float = 0.1
-    tag: str = "r"
-    hits: int = 10
-
-    def _docs(self) -> list[Document]:
-        # half of each list is shared with the other branches, so fusion has duplicates to merge
-        return [
-            Document(
-                id=f"{'shared' if i % 2 else self.tag}-{i}",
-                page_content=f"document {i} of {self.tag}",
-                metadata={DOC_ID_KEY: f"{self.tag}-{i}"},
-            )
-            for i in range(self.hits)
-        ]
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        time.sleep(self.delay_s)
-        return self._docs()
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        await asyncio.sleep(self.delay_s)
-        return self._docs()
 
 
 def _timed(call: Callable[[], Any], cpu: list[float] | None = None) -> float:
@@ -130,19 +93,6 @@ def fanout(
     return {"rows": rows, "reps": reps, "delay_ms": delay_ms}
 
 
-def rrf_by_hand(lists: list[list[Document]], k: int, top_k: int) -> list[Document]:
-    """What a user would write: RRF over ids, first copy kept."""
-    scores: dict[str, float] = {}
-    first: dict[str, Document] = {}
-    for docs in lists:
-        for rank, doc in enumerate(docs, start=1):
-            key = doc.id or doc.page_content
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
-            first.setdefault(key, doc)
-    ranked = sorted(scores, key=lambda key: -scores[key])[:top_k]
-    return [first[key] for key in ranked]
-
-
 HAND_WRITTEN = "hand-written ThreadPool + RRF (sync)"
 """The baseline of the overhead ratios: what a user writes without a framework."""
 
@@ -154,8 +104,6 @@ def overhead(retrievers: dict[str, BaseRetriever], queries: list[str], log=print
     ``EnsembleRetriever`` invoke and ainvoke) and each branch alone, each call a query text no
     method has asked before (the dense branch's query encode is real every time). Wall p50/p95
     and process CPU per request, and each as a multiple of the hand-written pool's."""
-    from bench import orchestration  # it imports this module: a function-level import
-
     results = orchestration.measure(orchestration.scifact_calls(retrievers), queries, unique=True)
     base = results.get(HAND_WRITTEN) or next(iter(results.values()))
     stats = {}

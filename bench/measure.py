@@ -1,4 +1,7 @@
-"""Small measuring helpers: percentiles, process memory, and isolated worker subprocesses."""
+"""Small measuring helpers: percentiles, process memory, and a module run in a fresh process.
+
+The bottom of ``bench/``: it imports no other bench module (``bench/worker.py`` runs the
+scale tasks on top of it)."""
 
 from __future__ import annotations
 
@@ -97,25 +100,6 @@ def emit(result: dict) -> None:
 
 
 INLINE_ENV = "BENCH_INLINE_WORKERS"
-
-
-def run_worker(task: str, args: dict, *, timeout: float, log=print) -> dict:
-    """Run ``python -m bench.worker TASK JSON`` in a fresh process (so its peak memory is its
-    own) and return its result; failures come back as ``{"error": ...}``, never raised.
-    With ``$BENCH_INLINE_WORKERS`` set (the smoke run) the task runs in this process instead:
-    no start-up cost, but its memory figures are the whole harness's."""
-    if os.environ.get(INLINE_ENV):
-        from bench.worker import TASKS
-
-        try:
-            return TASKS[task](args)
-        except Exception as error:  # noqa: BLE001 - reported like a failed worker
-            log(f"[worker] {task} {args}: {type(error).__name__}: {error}")
-            return {"error": f"{type(error).__name__}: {error}"[:400]}
-    result = run_module(["bench.worker", task, json.dumps(args)], timeout=timeout)
-    if "error" in result:
-        log(f"[worker] {task} {args}: {result['error']}")
-    return result
 
 
 def run_module(arguments: list[str], *, timeout: float) -> dict:

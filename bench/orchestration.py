@@ -52,9 +52,8 @@ from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.loading import default_config_dict, parse_config
 
-from bench.latency import DelayRetriever, rrf_by_hand
+from bench.baselines import DelayRetriever, ensemble_of, rrf_by_hand
 from bench.measure import pct
-from bench.quality import ensemble_of
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "ORCHESTRATION-RESULTS.md"

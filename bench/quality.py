@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from parallel_rag.backends.bm25 import ENGINES, BM25Index
+from parallel_rag.backends.text_analysis import AnalyzerName
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import (
@@ -34,11 +35,18 @@ from parallel_rag.studio.evaluation import (
     single_retrievers,
 )
 
+from bench.baselines import ensemble_of
 from bench.data import HotpotQA, doc_text
 from bench.embedding_cache import EmbeddingCache
-from bench.fusion_methods import VARIANTS, build_edge_indexes, edge_entry, passages_by_default
+from bench.pipelines import (
+    DENSE,
+    LEX,
+    VARIANTS,
+    build_edge_indexes,
+    passages_by_default,
+    pipeline,
+)
 
-LEX, DENSE = "lexical", "dense"
 SCIFACT_MEASURES = ("nDCG@10", "R@100")
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
 B_GRID = (0.5, 0.75, 0.9, 1.0)
@@ -83,39 +91,6 @@ PREVIOUS_FUSION = {"method": "rrf", "k": 60, "weights": {}, "dense_weight": 1.0}
 ONE_VECTOR = None  # ``passages`` of the dense entry: one vector per document (the previous default)
 
 
-def pipeline(
-    work: Path,
-    collection: str,
-    *,
-    depth: int,
-    k1: float | None = None,
-    b: float | None = None,
-    fusion: dict[str, Any] | None = None,
-    passages: Any = "default",
-    reranker: dict | None = None,
-    bm25_dir: str = "bm25",
-) -> dict[str, Any]:
-    """A BM25 + Qdrant Edge pipeline over the bench's indexes: with no arguments, what a
-    configuration with no settings gets (the embedded defaults' backends at their default
-    settings and an empty ``fusion:`` block), pointed at the bench's index paths. ``k1``/``b``
-    set BM25's, ``fusion`` the ``fusion:`` block, ``passages`` the dense entry's (``"default"``:
-    unset; ``None``: one vector per document; a mapping: passages). Generation is the cheap
-    lexical extractive one (quality figures are about the fused documents, not the answer)."""
-    lexical: dict[str, Any] = {"index_path": str(work / bm25_dir)}
-    lexical.update({name: v for name, v in (("k1", k1), ("b", b)) if v is not None})
-    config: dict[str, Any] = {
-        "retrievers": [
-            {"name": LEX, "backend": "bm25", "top_k": depth, "backend_config": lexical},
-            edge_entry(work, collection, depth, passages),
-        ],
-        "fusion": dict(fusion or {}),
-        "generator": {"kind": "extractive", "min_similarity": None},
-    }
-    if reranker:
-        config["reranker"] = reranker
-    return config
-
-
 def dense_label(passages: Any = "default") -> str:
     on = passages_by_default() if passages == "default" else passages is not None
     return f"dense (Qdrant Edge, MiniLM, {VARIANTS[on]})"
@@ -149,8 +124,8 @@ def tuned_fusion(tuned: Tuned) -> dict[str, Any]:
 
 def build_indexes(corpus: dict[str, dict[str, str]], work: Path, collection: str, depth: int):
     """Fresh BM25 and Qdrant Edge indexes of the corpus (one vector per document, and passages)
-    with ``bench.fusion_methods.build_edge_indexes``; vectors come from the embedding cache, so
-    call it with ``embedding_cache.installed`` and ``fusion_methods.edge_reads_the_cache``
+    with ``bench.pipelines.build_edge_indexes``; vectors come from the embedding cache, so
+    call it with ``embedding_cache.installed`` and ``pipelines.edge_reads_the_cache``
     active. Returns the parsed shipped-defaults config."""
     shutil.rmtree(work, ignore_errors=True)  # built fresh: the product's code of today
     build_edge_indexes(corpus, work, collection, depth, passages=True)
@@ -220,19 +195,6 @@ def tune(
 
 
 # -- baselines --------------------------------------------------------------------------------
-
-
-def ensemble_of(retrievers: dict[str, Any], c: int = 60, weights: Sequence[float] | None = None):
-    """LangChain's EnsembleRetriever over the given retriever objects (defaults: equal weights)."""
-    try:
-        from langchain_classic.retrievers import EnsembleRetriever
-    except ImportError:  # older layouts
-        from langchain.retrievers import EnsembleRetriever  # type: ignore[no-redef]
-
-    objects = list(retrievers.values())
-    return EnsembleRetriever(
-        retrievers=objects, weights=list(weights or [1.0 / len(objects)] * len(objects)), c=c
-    )
 
 
 def run_plain(retriever, queries: dict[str, str], depth: int) -> dict[str, list[str]]:
@@ -398,11 +360,9 @@ def _with_rerank(test, cache, work, depth, add, log) -> str:
 
 def bm25_engine_table(collection, log=print) -> list[dict[str, Any]]:
     """nDCG@10 of both analyzers on both engines (the engines must rank identically)."""
-    from bench.bm25_engines import ANALYZERS
-
     chunks = [(c.id, c.content, c.metadata) for c in corpus_chunks(collection.corpus)]
     rows = []
-    for analyzer in ANALYZERS:
+    for analyzer in get_args(AnalyzerName):
         index = BM25Index.from_chunks(chunks, analyzer=analyzer)
         for engine in ENGINES:
             scored = index.with_engine(engine)

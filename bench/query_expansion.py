@@ -136,11 +136,12 @@ def beside_llm(config, work: Path, report_set: list[dict], corpus, limit: int) -
     by llama-cpp-python) on the first ``limit`` report questions; ``prf`` alone when the model
     cannot be served here (the reason is recorded)."""
     from bench import rewriting
+    from bench.offline_llm import llama_server, offline_llm_available
     from bench.quality import hotpot_metrics
 
-    why_not = rewriting.offline_llm_available()
+    why_not = offline_llm_available()
     questions = min(limit, len(report_set))
-    served = nullcontext(None) if why_not else rewriting.llama_server(OUT_DIR / "llama-server.log")
+    served = nullcontext(None) if why_not else llama_server(OUT_DIR / "llama-server.log")
     with served as base_url:
         rows = rewriting.rewriter_rows(
             config=config,

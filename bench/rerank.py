@@ -364,7 +364,7 @@ def main() -> None:
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         if "llm" in args.scorers and args.llm_url is None:
-            from bench.rewriting import llama_server
+            from bench.offline_llm import llama_server
 
             WORK.mkdir(parents=True, exist_ok=True)
             args.llm_url = stack.enter_context(llama_server(WORK / "llama-server.log"))

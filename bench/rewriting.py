@@ -2,21 +2,15 @@
 when an offline chat model is reachable.
 
 The offline LLM is SmolLM2-135M-Instruct served by ``llama-cpp-python``'s OpenAI-compatible
-server. The harness starts it itself when ``llama_cpp`` is importable, or uses
-``--llm URL`` (any OpenAI-compatible endpoint). A 135M model on a shared 2-core CPU takes
+server (``bench/offline_llm.py``). The harness starts it itself when ``llama_cpp`` is importable,
+or uses ``--llm URL`` (any OpenAI-compatible endpoint). A 135M model on a shared 2-core CPU takes
 seconds per rewrite, so only the first ``limit`` report questions are used, and the fused
 graph without a rewriter and with ``prf`` are scored on the same questions beside them.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,71 +19,6 @@ from parallel_rag.studio.evaluation import ranked_doc_ids, run_graph
 
 MODEL_FREE_KINDS = ("prf",)
 LLM_KINDS = ("multi_query", "decompose", "hyde")
-
-
-def offline_llm_available() -> str | None:
-    """None when the harness can start the offline LLM; else why not."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed"
-    try:
-        from parallel_rag.nodes.chat_models import smollm2_gguf_path
-
-        smollm2_gguf_path()
-    except Exception as error:  # noqa: BLE001
-        return str(error)
-    return None
-
-
-@contextmanager
-def llama_server(log_path: Path, timeout: float = 180):
-    """``python -m llama_cpp.server`` with the packaged SmolLM2 on a free loopback port."""
-    from parallel_rag.nodes.chat_models import smollm2_gguf_path
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(smollm2_gguf_path()),
-            "--model_alias",
-            "smollm2",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "4096",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}")
-            try:
-                with urllib.request.urlopen(base_url + "/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("llama_cpp.server did not start in time") from None
-                time.sleep(0.5)
-        yield base_url
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        log.close()
 
 
 def _runs_and_failures(graph, queries: dict[str, str], depth: int, batch_size: int = 2):

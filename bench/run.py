@@ -21,7 +21,6 @@ import datetime as dt
 import json
 import os
 import platform
-import random
 import sys
 import time
 import traceback
@@ -42,6 +41,8 @@ from bench.data import (  # noqa: E402
     load_hotpotqa,
     load_scifact,
     load_vaswani,
+    smoke_hotpotqa,
+    smoke_scifact,
 )
 from bench.measure import INLINE_ENV  # noqa: E402
 
@@ -108,35 +109,6 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             found[name] = "not installed"
     return found
-
-
-# -- smoke-sized data ---------------------------------------------------------------------------
-
-
-def _subset(collection, qids: list[str], corpus_ids: set[str]):
-    from parallel_rag.studio.evaluation import BeirCollection
-
-    return BeirCollection(
-        corpus={k: v for k, v in collection.corpus.items() if k in corpus_ids},
-        queries={q: collection.queries[q] for q in qids},
-        qrels={q: collection.qrels[q] for q in qids},
-    )
-
-
-def smoke_scifact(test, train, queries: int = 8, distractors: int = 30):
-    test_q, train_q = list(test.queries)[:queries], list(train.queries)[:queries]
-    judged = {d for q in test_q for d in test.qrels[q]} | {
-        d for q in train_q for d in train.qrels[q]
-    }
-    others = sorted(set(test.corpus) - judged)
-    keep = judged | set(random.Random(7).sample(others, distractors))
-    return _subset(test, test_q, keep), _subset(train, train_q, keep)
-
-
-def smoke_hotpotqa(data: HotpotQA, questions: int = 12) -> HotpotQA:
-    picked = data.questions[:questions]
-    ids = {d for q in picked for d in q["context_doc_ids"]}
-    return HotpotQA({k: v for k, v in data.corpus.items() if k in ids}, picked)
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -323,7 +295,7 @@ class Harness:
     def quality_and_latency(self, wanted, sci_test, sci_train, hotpot: HotpotQA, vaswani) -> None:
         from bench import latency, quality
         from bench.embedding_cache import EmbeddingCache, installed, warm
-        from bench.fusion_methods import edge_reads_the_cache
+        from bench.pipelines import edge_reads_the_cache, pipeline
 
         depth = 20 if self.smoke else 100
         cache = EmbeddingCache(CACHE_DIR)
@@ -381,7 +353,7 @@ class Harness:
             from bench.orchestration import DEPTH
 
             branches = single_retrievers(
-                parse_config(quality.pipeline(sci_work, "scifact", depth=DEPTH)), sci_work
+                parse_config(pipeline(sci_work, "scifact", depth=DEPTH)), sci_work
             )
             n = 8 if self.smoke else self.args.overhead_queries
             over = self.section(
@@ -396,7 +368,7 @@ class Harness:
             self.results["latency"]["overhead"] = over
 
             # real model calls: the per-node figures include query and sentence encoding
-            config = quality.pipeline(sci_work, "scifact", depth=10)
+            config = pipeline(sci_work, "scifact", depth=10)
             config.pop("generator")  # the default extractive generator (embedding selection)
             n = 2 if self.smoke else self.args.node_queries
             self.results["latency"]["per_node"] = self.section(
@@ -416,6 +388,7 @@ class Harness:
 
     def _hotpot(self, hotpot: HotpotQA, cache, depth: int):
         from bench import quality, rewriting
+        from bench.offline_llm import llama_server, offline_llm_available
 
         work = self.work / "hotpotqa"
         config = quality.build_indexes(hotpot.corpus, work, "hotpotqa", depth)
@@ -426,12 +399,12 @@ class Harness:
         if self.smoke or not measured:
             why_not = "not run in this mode"
         elif base_url is None:
-            why_not = rewriting.offline_llm_available()
+            why_not = offline_llm_available()
         hook = None
         server = None
         if measured:
             if why_not is None and base_url is None:
-                server = rewriting.llama_server(OUT_DIR / "llama-server.log")
+                server = llama_server(OUT_DIR / "llama-server.log")
                 base_url = server.__enter__()
             llm_url = base_url if why_not is None else None
 

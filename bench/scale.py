@@ -11,7 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench.measure import INLINE_ENV, run_module, run_worker
+from bench.measure import INLINE_ENV, run_module
+from bench.worker import run_worker
 
 STORES = ("edge", "qdrant_local", "milvus_lite")
 """The shipped embedded store first, then the two it replaced as the default."""

@@ -1,5 +1,6 @@
 """One scale measurement per process (``python -m bench.worker TASK JSON``), so peak memory is
-that measurement's own. Prints one ``BENCH-RESULT {json}`` line.
+that measurement's own. Prints one ``BENCH-RESULT {json}`` line; ``run_worker`` is the
+caller's side (``bench/scale.py``).
 
 Tasks:
   bm25   {docs, engine, queries, seed}          index build time, memory, query p50/p95
@@ -31,9 +32,11 @@ from bench.data import (  # noqa: E402
     synthetic_corpus,
 )
 from bench.measure import (  # noqa: E402
+    INLINE_ENV,
     current_rss_mb,
     emit,
     peak_rss_mb,
+    run_module,
     summary_ms,
     tree_cpu_seconds,
 )
@@ -263,6 +266,23 @@ def ingest_task(args: dict) -> dict:
 
 
 TASKS = {"bm25": bm25_task, "store": store_task, "ingest": ingest_task}
+
+
+def run_worker(task: str, args: dict, *, timeout: float, log=print) -> dict:
+    """Run ``python -m bench.worker TASK JSON`` in a fresh process (so its peak memory is its
+    own) and return its result; failures come back as ``{"error": ...}``, never raised.
+    With ``$BENCH_INLINE_WORKERS`` set (the smoke run) the task runs in this process instead:
+    no start-up cost, but its memory figures are the whole harness's."""
+    if os.environ.get(INLINE_ENV):
+        try:
+            return TASKS[task](args)
+        except Exception as error:  # noqa: BLE001 - reported like a failed worker
+            log(f"[worker] {task} {args}: {type(error).__name__}: {error}")
+            return {"error": f"{type(error).__name__}: {error}"[:400]}
+    result = run_module(["bench.worker", task, json.dumps(args)], timeout=timeout)
+    if "error" in result:
+        log(f"[worker] {task} {args}: {result['error']}")
+    return result
 
 
 def main() -> None:
