@@ -57,6 +57,13 @@ def matches_filter(metadata: Mapping[str, Any], filters: MetadataFilter | None) 
     return all(key in metadata and metadata[key] == value for key, value in filters.items())
 
 
+def contradicts(metadata: Mapping[str, Any], filters: MetadataFilter | None) -> bool:
+    """True when the hit's metadata names a filtered key with another value: the last line of
+    defence of a backend whose service applied the filters itself (a hit that omits the key
+    is kept; one that contradicts it is dropped)."""
+    return any(key in metadata and metadata[key] != value for key, value in (filters or {}).items())
+
+
 def retrieval_kind_of(retriever: Any) -> RetrievalKind:
     """Kind of a retriever; foreign ones count as lexical unless vector-store backed."""
     declared = getattr(retriever, "retrieval_kind", None)
@@ -74,6 +81,14 @@ def scored_document(
     return Document(id=doc_id, page_content=content, metadata={**metadata, SCORE_KEY: float(score)})
 
 
+def query_embedding(retriever: Any) -> tuple[str, str] | None:
+    """(embedding model, device) a retriever embeds its query text with through the shared
+    ``load_embeddings`` model, as the retriever says (``SearchKwargsRetriever.query_embedding``);
+    None for lexical and foreign retrievers."""
+    says = getattr(retriever, "query_embedding", None)
+    return says() if callable(says) else None
+
+
 def supports_search_kwargs(retriever: Any) -> bool:
     """Our backends take ``k``/``filters`` per call; foreign retrievers are post-filtered."""
     return bool(getattr(retriever, "accepts_search_kwargs", False))
@@ -84,6 +99,11 @@ class SearchKwargsRetriever(BaseRetriever):
     (LangChain's default async path would drop them), run off the event loop."""
 
     accepts_search_kwargs: ClassVar[bool] = True
+
+    def query_embedding(self) -> tuple[str, str] | None:
+        """(embedding model, device) this retriever embeds its query with through the shared
+        ``load_embeddings`` model (so the graph can start that encode early), or None."""
+        return None
 
     def warm_up(self) -> None:
         """Open what this retriever's first search would otherwise open: an index read into
@@ -136,6 +156,9 @@ class DenseStoreRetriever(SearchKwargsRetriever):
     score_threshold: float | None = Field(default=None, ge=0, le=1)
     embedding_model: str = BUNDLED
     device: str = "cpu"
+
+    def query_embedding(self) -> tuple[str, str] | None:
+        return (self.embedding_model, self.device)
 
 
 # ------------------------------------------------------------------------------ registry entries
@@ -287,6 +310,13 @@ class SettingsStore:
     context: BackendContext
     needs_vectors: ClassVar[bool] = True
 
+    def write_collection(self, batch: ChunkBatch) -> None:
+        """Write a whole evaluation collection (``parallel-rag eval``'s corpus, one chunk per
+        document, stable ids): a write that replaces no file, so a chunk written again under
+        the same id is overwritten. A store that cannot keep chunks apart that way rebuilds
+        itself from ``batch`` alone instead."""
+        self.write(batch, [])
+
 
 RetrievalKindRule = RetrievalKind | Callable[[Any], RetrievalKind]
 """A fixed kind, or a function of the validated settings."""
@@ -305,6 +335,13 @@ class BackendSpec:
     from (settings, context) when ingest can write the backend's store. ``legs`` names the
     settings fields that hold nested retriever entries (leg name: required?), as a hybrid's
     primary and fallback; a backend with legs cannot be a leg.
+
+    ``locations`` gives, from (settings, the config's directory), the local files or folders
+    a write to its store changes (none for a remote server): what a cache of its results
+    watches to expire when an ingest rewrites the store. ``evaluable`` says ``parallel-rag
+    eval`` can index a benchmark collection into it (it needs a ``store`` with
+    ``write_collection``). ``summary`` gives, from the settings, what a route preview shows of
+    them besides the entry's own fields (a hybrid: its legs' names and strategy).
     """
 
     name: str
@@ -314,6 +351,9 @@ class BackendSpec:
     threshold_refusal: str | Callable[[Any], str | None] | None = None
     store: Callable[[Any, BackendContext], StoreWriter] | None = None
     legs: Mapping[str, bool] = field(default_factory=dict)
+    locations: Callable[[Any, Path], Sequence[Path]] | None = None
+    evaluable: bool = False
+    summary: Callable[[Any], Mapping[str, Any]] | None = None
 
     def kind_of(self, settings: Any) -> RetrievalKind:
         return self.kind if isinstance(self.kind, str) else self.kind(settings)

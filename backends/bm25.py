@@ -1043,9 +1043,15 @@ class BM25Store(SettingsStore):
             for c in (index.chunks if index is not None else ())
             if c.metadata.get("file_id") not in replaced
         ]
-        fresh = list(zip(batch.ids, batch.texts, batch.metadatas, strict=True))
+        self._save(kept + list(zip(batch.ids, batch.texts, batch.metadatas, strict=True)))
+
+    def write_collection(self, batch: ChunkBatch) -> None:
+        """An index of ``batch`` alone (a collection's chunks carry no file id to replace)."""
+        self._save(list(zip(batch.ids, batch.texts, batch.metadatas, strict=True)))
+
+    def _save(self, chunks: list[tuple[str, str, dict[str, Any]]]) -> None:
         s = self.settings
-        BM25Index.from_chunks(kept + fresh, engine=s.engine, k1=s.k1, b=s.b).save(self.path)
+        BM25Index.from_chunks(chunks, engine=s.engine, k1=s.k1, b=s.b).save(self.path)
         self._index = None
 
 
@@ -1056,4 +1062,6 @@ BACKEND = BackendSpec(
     kind=BM25Retriever.retrieval_kind,
     threshold_refusal="BM25 scores are unbounded and not a similarity",
     store=BM25Store,
+    locations=lambda settings, base_dir: [settings.index_dir(base_dir)],
+    evaluable=True,
 )

@@ -45,6 +45,7 @@ from parallel_rag.backends.base import (
     BackendSpec,
     MetadataFilter,
     SearchKwargsRetriever,
+    contradicts,
     scored_document,
     settings_factory,
 )
@@ -202,11 +203,6 @@ def check_template(template: str) -> None:
         ) from None
     if not isinstance(rendered, dict):
         raise ValueError("request_template: must be a JSON object")
-
-
-def contradicts(metadata: Mapping[str, Any], filters: MetadataFilter | None) -> bool:
-    """True when the hit's metadata names a filtered key with another value."""
-    return any(key in metadata and metadata[key] != value for key, value in (filters or {}).items())
 
 
 def _number(value: Any, where: str) -> float:

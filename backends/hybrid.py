@@ -37,6 +37,7 @@ from parallel_rag.backends.base import (
     RetrievalKind,
     SearchKwargsRetriever,
     matches_filter,
+    query_embedding,
     retrieval_kind_of,
     supports_search_kwargs,
     warm_up_each,
@@ -206,6 +207,10 @@ class HybridRetriever(SearchKwargsRetriever):
     def retrieval_kind(self) -> RetrievalKind:
         return retrieval_kind_of(self.primary)
 
+    def query_embedding(self) -> tuple[str, str] | None:
+        """The primary's: the fallback may never run."""
+        return query_embedding(self.primary)
+
     def warm_up(self) -> None:
         """Open both legs now (see ``SearchKwargsRetriever.warm_up``); a leg that cannot be
         opened does not keep the other closed, and the first error is raised after both."""
@@ -303,4 +308,9 @@ BACKEND = BackendSpec(
     factory=build_hybrid,
     kind=lambda settings: settings.primary.retrieval_kind,
     legs={"primary": True, "fallback": False},
+    summary=lambda settings: {
+        "primary": settings.primary.name,
+        "fallback": settings.fallback.name if settings.fallback else None,
+        "strategy": settings.strategy,
+    },
 )

@@ -38,6 +38,7 @@ from parallel_rag.backends.base import (
     MetadataFilter,
     SettingsStore,
     StoreInUseError,
+    resolve_path,
     scored_document,
     settings_factory,
 )
@@ -516,4 +517,8 @@ BACKEND = BackendSpec(
     factory=settings_factory(MilvusRetriever),
     kind=MilvusRetriever.retrieval_kind,
     store=MilvusStore,
+    # Milvus Lite's database file; a server's data expires by TTL only
+    locations=lambda settings, base_dir: (
+        [] if "://" in settings.uri else [resolve_path(settings.uri, base_dir)]
+    ),
 )

@@ -29,9 +29,9 @@ from parallel_rag.backends.base import (
     RetrievalKind,
     SearchKwargsRetriever,
     SettingError,
+    contradicts,
     scored_document,
 )
-from parallel_rag.backends.external_api import contradicts
 from parallel_rag.backends.json_http import (
     BackendResponseError,
     JSONHTTPClient,

@@ -23,6 +23,7 @@ from parallel_rag.backends.base import (
     MetadataFilter,
     SettingsStore,
     StoreInUseError,
+    resolve_path,
     scored_document,
     settings_factory,
 )
@@ -288,4 +289,11 @@ BACKEND = BackendSpec(
     factory=settings_factory(QdrantRetriever),
     kind=QdrantRetriever.retrieval_kind,
     store=QdrantStore,
+    # local mode keeps a collection's points in this folder; a server's expire by TTL only
+    locations=lambda settings, base_dir: (
+        [resolve_path(settings.path, base_dir) / "collection" / settings.collection]
+        if settings.path
+        else []
+    ),
+    evaluable=True,
 )

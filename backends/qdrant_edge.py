@@ -33,22 +33,18 @@ chunk id when it is a UUID, else a UUID derived from it, and results carry the c
 from __future__ import annotations
 
 import bisect
-import fcntl
 import functools
 import hashlib
 import json
 import shutil
-import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from parallel_rag.backends.atomic_files import STAGING_MARK, write_directory, write_file
+from parallel_rag.backends.atomic_files import write_file
 from parallel_rag.backends.base import (
     BackendSpec,
     ChunkBatch,
@@ -65,6 +61,14 @@ from parallel_rag.backends.embeddings import (
     embedding_identity,
     load_embeddings,
     resolve_model,
+)
+from parallel_rag.backends.revisions import (
+    LiveRevisions,
+    current_file_of,
+    current_revision,
+    new_revision,
+    publish,
+    write_lock,
 )
 from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.backends.text_analysis import split_sentences
@@ -95,9 +99,7 @@ from qdrant_edge import (
 )
 
 DEFAULT_PATH = ".parallel-rag/qdrant_edge"
-CURRENT_FILE = "CURRENT"
 MANIFEST_FILE = "parallel_rag.json"
-REVISION_PREFIX = "rev-"
 WRITE_BATCH = 1024
 PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
@@ -468,13 +470,6 @@ def files_filter(file_ids: Sequence[str]) -> Filter:
     return Filter(must=[FieldCondition(key="metadata.file_id", match=MatchAny(list(file_ids)))])
 
 
-def current_revision(directory: Path) -> str | None:
-    try:
-        return (directory / CURRENT_FILE).read_text(encoding="utf-8").strip() or None
-    except FileNotFoundError:
-        return None
-
-
 class OpenRevision:
     """One published revision, opened read-only for searching."""
 
@@ -489,35 +484,19 @@ class OpenRevision:
         )
 
 
-_open: dict[Path, OpenRevision] = {}
-_open_lock = threading.Lock()
+_open: LiveRevisions[OpenRevision] = LiveRevisions(
+    lambda directory, revision: OpenRevision(directory, revision),
+    lambda directory: (
+        f"Qdrant Edge collection '{directory.name}' does not exist under {directory.parent}; "
+        "run `parallel-rag ingest PATH...` first"
+    ),
+)
 
 
 def open_revision(directory: Path) -> OpenRevision:
     """The live revision of a collection, opened once per process and reopened when
     ``CURRENT`` names a new one."""
-    revision = current_revision(directory)
-    if revision is None:
-        raise LookupError(
-            f"Qdrant Edge collection '{directory.name}' does not exist under {directory.parent}; "
-            "run `parallel-rag ingest PATH...` first"
-        )
-    with _open_lock:
-        held = _open.get(directory)
-        if held is None or held.revision != revision:
-            held = _open[directory] = OpenRevision(directory, revision)
-        return held
-
-
-@contextmanager
-def write_lock(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return _open.get(directory)
 
 
 def stored_fingerprints(directory: Path, file_ids: Sequence[str]) -> set[Fingerprint]:
@@ -613,9 +592,7 @@ def write_chunks(
             yield sentence_points(part, split, embedding_model, device, sentence_vectors)
 
     passages = settings.passages.model_dump() if settings.passages is not None else None
-    with write_lock(directory):
-        for stale in directory.glob(f".{REVISION_PREFIX}*{STAGING_MARK}*"):
-            shutil.rmtree(stale, ignore_errors=True)  # left by a writer killed halfway
+    with write_lock(directory):  # also removes what a writer killed halfway left
         old = current_revision(directory)
         manifest = (
             json.loads((directory / old / MANIFEST_FILE).read_text(encoding="utf-8"))
@@ -630,7 +607,7 @@ def write_chunks(
         if manifest is None and not ids:
             return
         dimension = manifest["dimension"] if manifest else len(vectors[0])
-        revision = f"{REVISION_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+        revision = new_revision()
 
         def apply(
             folder: Path, existing: bool, new_points: Iterable[list[Point]], ef_construct: int
@@ -692,12 +669,7 @@ def write_chunks(
             }
             write_file(staging / MANIFEST_FILE, json.dumps(record))
 
-        write_directory(directory / revision, fill)
-        write_file(directory / CURRENT_FILE, revision)
-        # keep the previous revision for readers still holding it; drop older ones
-        for child in directory.iterdir():
-            if child.name.startswith(REVISION_PREFIX) and child.name not in {revision, old}:
-                shutil.rmtree(child, ignore_errors=True)
+        publish(directory, revision, fill, previous=old)  # kept for readers still holding it
 
 
 class QdrantEdgeRetriever(DenseStoreRetriever):
@@ -979,4 +951,6 @@ BACKEND = BackendSpec(
     factory=settings_factory(QdrantEdgeRetriever),
     kind=QdrantEdgeRetriever.retrieval_kind,
     store=QdrantEdgeStore,
+    locations=current_file_of,
+    evaluable=True,
 )

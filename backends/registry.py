@@ -4,16 +4,21 @@ A backend is a module that defines its retriever, its settings model and a ``BAC
 BackendSpec(...)`` entry beside them (see ``base.BackendSpec``); adding one is that module plus
 its name in ``MODULES`` below (docs/adding-a-backend.md walks through one). The configuration
 schema (each backend's entry model and the unions ``retrievers:`` and a hybrid's legs accept),
-the factory dispatch from an entry to its retriever, and the stores ``parallel-rag ingest``
-writes are all derived from ``BACKENDS``.
+the factory dispatch from an entry to its retriever, the stores ``parallel-rag ingest``
+writes, the files a router's context cache watches, the backends ``parallel-rag eval`` can
+index, the setting names a run may never set and a route preview's view of each entry are all
+derived from ``BACKENDS``, through the helpers below: nothing outside ``backends/`` needs to
+name a backend.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.base import BackendContext, BackendSpec, StoreWriter
+from parallel_rag.backends.base import BackendContext, BackendSpec, SettingsStore, StoreWriter
 
 MODULES = (
     "bm25",
@@ -42,3 +47,62 @@ def store_writer(backend: str, settings: Any, context: BackendContext) -> StoreW
     """Ingest's writer for a backend's store, or None when ingest cannot write it."""
     spec = BACKENDS[backend]
     return None if spec.store is None else spec.store(settings, context)
+
+
+def leaf_entries(entries: Iterable[Any]) -> list[Any]:
+    """Every backend entry ``entries`` read: an entry whose backend has legs (a hybrid) stands
+    for its legs, in the order the backend declares them; a leg left out is skipped."""
+    leaves = []
+    for entry in entries:
+        legs = BACKENDS[entry.backend].legs
+        if not legs:
+            leaves.append(entry)
+            continue
+        for leg in legs:
+            nested = getattr(entry.backend_config, leg)
+            if nested is not None:
+                leaves.append(nested)
+    return leaves
+
+
+def store_locations(entries: Iterable[Any], base_dir: Path) -> list[Path]:
+    """The local files or folders an ingest rewrites for the stores ``entries`` read (legs
+    included; each backend's ``locations``), each once; remote servers have none."""
+    found: list[Path] = []
+    for entry in leaf_entries(entries):
+        locate = BACKENDS[entry.backend].locations
+        if locate is not None:
+            found.extend(locate(entry.backend_config, base_dir))
+    return list(dict.fromkeys(found))
+
+
+def evaluable_backends() -> tuple[str, ...]:
+    """The backends ``parallel-rag eval`` can index a benchmark collection into."""
+    return tuple(name for name, spec in BACKENDS.items() if spec.evaluable)
+
+
+def collection_writer(backend: str, settings: Any, context: BackendContext) -> SettingsStore:
+    """The writer ``parallel-rag eval`` indexes a collection with (``write_collection``);
+    ValueError naming the backends that have one for any other."""
+    spec = BACKENDS[backend]
+    if not spec.evaluable or spec.store is None:
+        raise ValueError(
+            f"eval indexes collections into {', '.join(evaluable_backends())} retrievers "
+            f"only, not {backend!r}"
+        )
+    return spec.store(settings, context)  # type: ignore[return-value]
+
+
+def entry_summary(entry: Any) -> dict[str, Any]:
+    """What a route preview shows of an entry's backend settings (``BackendSpec.summary``;
+    nothing for most backends)."""
+    summarize = BACKENDS[entry.backend].summary
+    return {} if summarize is None else dict(summarize(entry.backend_config))
+
+
+def setting_names() -> frozenset[str]:
+    """Every field name of every backend's settings (legs included): configuration only, never
+    something a run may set."""
+    return frozenset(
+        name for spec in BACKENDS.values() for name in (*spec.settings.model_fields, *spec.legs)
+    )

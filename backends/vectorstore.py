@@ -20,15 +20,10 @@ refuses queries embedded by another one.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
-import threading
 import time
-import uuid
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +31,6 @@ from typing import Any
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from parallel_rag.backends.atomic_files import write_directory, write_file
 from parallel_rag.backends.base import (
     BackendSpec,
     ChunkBatch,
@@ -49,12 +43,19 @@ from parallel_rag.backends.base import (
     settings_factory,
 )
 from parallel_rag.backends.embeddings import BUNDLED, embedding_identity, load_embeddings
+from parallel_rag.backends.revisions import (
+    LiveRevisions,
+    current_file_of,
+    current_revision,
+    new_revision,
+    publish,
+    write_lock,
+)
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_ROOT = ".parallel-rag/vector_stores"
 STORE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 FORMAT_VERSION = 1
-CURRENT_FILE = "CURRENT"
 
 
 class VectorStoreSettings(BaseModel):
@@ -142,44 +143,18 @@ class ManagedVectorStore:
         return [(int(i), float(scores[i])) for i in order]
 
 
-_cache: dict[Path, ManagedVectorStore] = {}
-_cache_lock = threading.Lock()
-
-
-def current_revision(directory: Path) -> str | None:
-    try:
-        return (directory / CURRENT_FILE).read_text(encoding="utf-8").strip() or None
-    except FileNotFoundError:
-        return None
+_cache: LiveRevisions[ManagedVectorStore] = LiveRevisions(
+    lambda directory, revision: ManagedVectorStore.load(directory, revision),
+    lambda directory: (
+        f"vector store '{directory.name}' does not exist under {directory.parent}; "
+        f"run `parallel-rag ingest --store {directory.name} PATH...` first"
+    ),
+)
 
 
 def open_store(directory: Path) -> ManagedVectorStore:
     """The live revision of a store (cached until ``CURRENT`` changes)."""
-    revision = current_revision(directory)
-    if revision is None:
-        raise LookupError(
-            f"vector store '{directory.name}' does not exist under {directory.parent}; "
-            f"run `parallel-rag ingest --store {directory.name} PATH...` first"
-        )
-    with _cache_lock:
-        cached = _cache.get(directory)
-        if cached is not None and cached.revision == revision:
-            return cached
-    store = ManagedVectorStore.load(directory, revision)
-    with _cache_lock:
-        _cache[directory] = store
-    return store
-
-
-@contextmanager
-def _write_lock(directory: Path):
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return _cache.get(directory)
 
 
 def stored_fingerprints(
@@ -210,7 +185,7 @@ def write_chunks(
 ) -> dict[str, Any]:
     """Create or update a store: the files' old chunks are replaced by the given ones."""
     identity = embedding_identity(embedding_model)
-    with _write_lock(directory):
+    with write_lock(directory):
         old = open_store(directory) if current_revision(directory) else None
         if old is not None and old.manifest.get("embedding") != identity:
             raise ValueError(
@@ -246,7 +221,7 @@ def write_chunks(
             )
             entry["chunks"] += 1
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        revision = f"rev-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+        revision = new_revision()
         manifest = {
             "format": FORMAT_VERSION,
             "id": directory.name,
@@ -267,21 +242,8 @@ def write_chunks(
             np.save(folder / "vectors.npy", matrix.astype(np.float32))
             (folder / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
 
-        write_directory(directory / revision, fill)
-        write_file(directory / CURRENT_FILE, revision)
-        # keep the previous revision for readers still loading it; drop older ones
-        previous = old.revision if old else None
-        for child in directory.iterdir():
-            if (
-                child.is_dir()
-                and child.name.startswith("rev-")
-                and child.name
-                not in {
-                    revision,
-                    previous,
-                }
-            ):
-                shutil.rmtree(child, ignore_errors=True)
+        # the previous revision stays for readers still loading it
+        publish(directory, revision, fill, previous=old.revision if old else None)
         return manifest
 
 
@@ -347,4 +309,5 @@ BACKEND = BackendSpec(
     factory=settings_factory(VectorStoreRetriever),
     kind=VectorStoreRetriever.retrieval_kind,
     store=ManagedStore,
+    locations=current_file_of,
 )

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends.qdrant_edge import (
-    CURRENT_FILE,
     QdrantEdgeRetriever,
     QdrantEdgeSettings,
     current_revision,
@@ -25,6 +24,7 @@ from parallel_rag.backends.qdrant_edge import (
     search_params,
     write_chunks,
 )
+from parallel_rag.backends.revisions import CURRENT_FILE
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends import vectorstore
-from parallel_rag.backends.vectorstore import CURRENT_FILE, VectorStoreSettings, open_store
+from parallel_rag.backends.revisions import CURRENT_FILE
+from parallel_rag.backends.vectorstore import VectorStoreSettings, open_store
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
@@ -158,7 +159,7 @@ def test_missing_store_is_a_clear_error(workspace):
 
 def test_warm_up_reads_the_store_before_the_first_search(workspace, monkeypatch):
     root, *_ = workspace
-    monkeypatch.setattr(vectorstore, "_cache", {})  # nothing read by earlier tests
+    vectorstore._cache.clear()  # nothing read by earlier tests
     retriever = kb(root)
     retriever.warm_up()
     forbid(monkeypatch, vectorstore.ManagedVectorStore, "load", "the store was read", classmethod)

@@ -39,10 +39,10 @@ def refuse_opening(monkeypatch) -> list[str]:
 
 
 @pytest.fixture()
-def fresh_stores(monkeypatch):
+def fresh_stores():
     """No Qdrant Edge revision held open by earlier tests of this process (a new graph's
     BM25 retriever holds no index of its own yet)."""
-    monkeypatch.setattr(qdrant_edge, "_open", {})
+    qdrant_edge._open.clear()
 
 
 def test_after_warm_up_a_run_opens_no_index_or_store(example_index, fresh_stores, monkeypatch):

@@ -9,15 +9,27 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from parallel_rag.backends.base import (
     BackendContext,
     BackendSpec,
     ChunkBatch,
+    SettingsStore,
     StoreWriter,
+    query_embedding,
 )
-from parallel_rag.backends.registry import BACKENDS, REFUSED
+from parallel_rag.backends.registry import (
+    BACKENDS,
+    REFUSED,
+    collection_writer,
+    entry_summary,
+    evaluable_backends,
+    leaf_entries,
+    setting_names,
+    store_locations,
+)
 from parallel_rag.graph.configuration import ENTRY_MODELS, NESTED_BACKENDS
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
@@ -223,3 +235,127 @@ def test_the_guides_backend_is_one_module_plus_one_registry_line(tmp_path):
     assert outcome["sources"] == ["ada.md"]  # the filter reached the backend
     assert "Ada Lovelace" in outcome["answer"]
     assert outcome["branches"] == {"notes": "ok", "kb": "ok"}
+
+
+# -- what a backend declares for the rest: store locations, evaluability, setting names, legs
+
+
+class NotesSettings(BaseModel):
+    folder: str = "notes"
+
+
+class NotesStore(SettingsStore):
+    """A store of one JSON file: enough to be written, watched and evaluated."""
+
+    needs_vectors = False
+
+    def open(self) -> None:
+        pass
+
+    def fingerprints(self, file_ids):
+        return None
+
+    def write(self, batch, replace_file_ids):
+        path = self.context.base_dir / self.settings.folder / "notes.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(list(batch.texts)))
+
+
+NOTES = BackendSpec(
+    name="notes",
+    settings=NotesSettings,
+    factory=lambda request: None,
+    kind="lexical",
+    store=NotesStore,
+    locations=lambda settings, base_dir: [base_dir / settings.folder / "notes.json"],
+    evaluable=True,
+)
+
+
+def entry(backend: str, name: str = "e", **settings) -> SimpleNamespace:
+    """A retriever entry as the configuration validates it (a backend with legs gets them as
+    the configuration adds them: attributes beside its own settings)."""
+    spec = BACKENDS[backend]
+    config = SimpleNamespace(**settings) if spec.legs else spec.settings(**settings)
+    return SimpleNamespace(name=name, backend=backend, backend_config=config)
+
+
+@pytest.fixture()
+def notes_registered(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "notes", NOTES)
+
+
+def test_a_new_backends_store_locations_are_watched_legs_included(notes_registered, tmp_path):
+    notes = entry("notes", "n", folder="kb")
+    hybrid = entry("hybrid", "h", primary=notes, fallback=None, strategy="sequential")
+    watched = tmp_path / "kb" / "notes.json"
+    assert store_locations([notes], tmp_path) == [watched]
+    assert store_locations([hybrid, notes], tmp_path) == [watched]  # each once
+    assert leaf_entries([hybrid]) == [notes]
+    assert entry_summary(hybrid) == {"primary": "n", "fallback": None, "strategy": "sequential"}
+    assert entry_summary(notes) == {}
+
+
+def test_a_new_evaluable_backend_gets_a_collection_writer(notes_registered, tmp_path):
+    assert "notes" in evaluable_backends()
+    writer = collection_writer("notes", NotesSettings(), context(tmp_path))
+    writer.write_collection(ChunkBatch(ids=["1"], texts=["Ada"], metadatas=[{}]))
+    (written,) = store_locations([entry("notes")], tmp_path)
+    assert json.loads(written.read_text()) == ["Ada"]
+    with pytest.raises(ValueError, match="into bm25, qdrant, qdrant_edge, notes retrievers only"):
+        collection_writer("milvus", None, context(tmp_path))
+
+
+def test_a_new_backends_setting_names_are_never_per_run_settings(notes_registered):
+    assert "folder" in setting_names()
+    assert {"primary", "fallback", "index_path", "vector_store_id", "endpoint"} <= setting_names()
+
+
+def test_the_shipped_backends_declare_their_local_store_files(tmp_path):
+    found = store_locations(
+        [
+            entry("bm25", index_path="idx"),
+            entry("qdrant", path="q", collection="docs"),
+            entry("qdrant", url="http://q:6333"),  # a server: expires by TTL only
+            entry("milvus", uri="m.db", collection="docs"),
+            entry("milvus", uri="http://m:19530", collection="docs"),
+            entry("qdrant_edge", path="edge", collection="docs"),
+            entry("vectorstore", vector_store_id="kb"),
+            entry("external_api", endpoint="http://e/_search", request_format="elasticsearch"),
+        ],
+        tmp_path,
+    )
+    assert found == [
+        tmp_path / "idx",
+        tmp_path / "q" / "collection" / "docs",
+        tmp_path / "m.db",
+        tmp_path / "edge" / "docs" / "CURRENT",
+        tmp_path / ".parallel-rag" / "vector_stores" / "kb" / "CURRENT",
+    ]
+    assert evaluable_backends() == ("bm25", "qdrant", "qdrant_edge")
+
+
+def test_bm25_evaluation_indexes_the_collection_alone(tmp_path):
+    settings = BACKENDS["bm25"].settings()
+    writer = BACKENDS["bm25"].store(settings, context(tmp_path))
+    writer.write(chunk_batch(writer, "old", file_id="a"), ["a"])
+    collection_writer("bm25", settings, context(tmp_path)).write_collection(
+        ChunkBatch(ids=["d1"], texts=["Ada Lovelace"], metadatas=[{"source": "d1"}])
+    )
+    assert writer.fingerprints(["a"]) == set()  # the earlier chunks are gone
+
+
+def test_a_hybrid_embeds_its_query_as_its_primary_does(tmp_path):
+    from parallel_rag.backends.bm25 import BM25Retriever
+    from parallel_rag.backends.hybrid import HybridRetriever
+    from parallel_rag.backends.vectorstore import VectorStoreRetriever, VectorStoreSettings
+
+    dense = VectorStoreRetriever(
+        settings=VectorStoreSettings(vector_store_id="kb"), embedding_model="m", device="cpu"
+    )
+    lexical = BM25Retriever(index_path=str(tmp_path / "idx"))
+    assert query_embedding(dense) == ("m", "cpu")
+    assert query_embedding(lexical) is None
+    assert query_embedding(object()) is None  # a foreign retriever
+    assert query_embedding(HybridRetriever(primary=dense, fallback=lexical)) == ("m", "cpu")
+    assert query_embedding(HybridRetriever(primary=lexical, fallback=dense)) is None

@@ -1,0 +1,128 @@
+"""Stores published as whole revisions: the managed vector store and Qdrant Edge keep each
+write as a complete ``rev-*`` directory beside the live one and name the live one in a
+``CURRENT`` file, so a reader never sees a half-written store.
+
+A writer takes the store's file lock (``write_lock``, which also removes the staging
+directories a writer killed halfway left), builds the next revision (``new_revision``) and
+publishes it (``publish``: the directory through ``atomic_files.write_directory``, then
+``CURRENT``), keeping the previous revision for readers still loading it and dropping older
+ones. Readers ask ``LiveRevisions`` for the live revision: opened once per process and opened
+again when ``CURRENT`` names a new one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from parallel_rag.backends.atomic_files import STAGING_MARK, write_directory, write_file
+
+CURRENT_FILE = "CURRENT"
+REVISION_PREFIX = "rev-"
+LOCK_FILE = ".lock"
+
+T = TypeVar("T")
+
+
+def current_revision(directory: Path) -> str | None:
+    """The live revision's directory name, or None when nothing was published yet."""
+    try:
+        return (directory / CURRENT_FILE).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def current_file_of(settings: Any, base_dir: Path) -> list[Path]:
+    """The ``locations`` (``BackendSpec``) of a revision store whose settings give its folder
+    (``store_dir``): its ``CURRENT`` file, which every write replaces last."""
+    return [settings.store_dir(base_dir) / CURRENT_FILE]
+
+
+def new_revision() -> str:
+    """A fresh revision name: later ones sort after earlier ones, and two writers never clash."""
+    return f"{REVISION_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def write_lock(directory: Path) -> Iterator[None]:
+    """Hold the store's exclusive file lock (one writer at a time, across processes; readers
+    never take it). Inside it, the staging directories a writer killed halfway left are gone."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            for stale in directory.glob(f".{REVISION_PREFIX}*{STAGING_MARK}*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def publish(
+    directory: Path, revision: str, fill: Callable[[Path], None], previous: str | None
+) -> None:
+    """Write revision ``revision`` with ``fill`` and make it the live one, then drop every
+    revision but it and ``previous`` (readers may still be loading that one). Call it under
+    ``write_lock``."""
+    write_directory(directory / revision, fill)
+    write_file(directory / CURRENT_FILE, revision)
+    for child in directory.iterdir():
+        if (
+            child.is_dir()
+            and child.name.startswith(REVISION_PREFIX)
+            and child.name not in {revision, previous}
+        ):
+            shutil.rmtree(child, ignore_errors=True)
+
+
+class LiveRevisions(Generic[T]):
+    """Each store's live revision as ``load(directory, revision)`` opened it, held per process
+    and opened again when ``CURRENT`` names a new one. A store is opened by one thread at a
+    time (another asking for it waits and gets the same object); stores already held answer
+    meanwhile. A store with nothing published raises ``LookupError`` with ``missing(directory)``.
+    """
+
+    def __init__(self, load: Callable[[Path, str], T], missing: Callable[[Path], str]):
+        self._load = load
+        self._missing = missing
+        self._held: dict[Path, tuple[str, T]] = {}
+        self._opening: dict[Path, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def _current(self, directory: Path, revision: str) -> T | None:
+        held = self._held.get(directory)
+        return held[1] if held is not None and held[0] == revision else None
+
+    def get(self, directory: Path) -> T:
+        revision = current_revision(directory)
+        if revision is None:
+            raise LookupError(self._missing(directory))
+        with self._lock:
+            held = self._current(directory, revision)
+            if held is not None:
+                return held
+            opening = self._opening.setdefault(directory, threading.Lock())
+        with opening:
+            with self._lock:
+                held = self._current(directory, revision)
+            if held is None:
+                held = self._load(directory, revision)
+                with self._lock:
+                    self._held[directory] = (revision, held)
+            return held
+
+    def __len__(self) -> int:
+        """How many stores are held open."""
+        return len(self._held)
+
+    def clear(self) -> None:
+        """Forget every held revision (the next ``get`` opens it again)."""
+        with self._lock:
+            self._held.clear()
