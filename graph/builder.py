@@ -1,20 +1,27 @@
-"""``build_graph``: the compiled LangGraph workflow for a configuration.
+"""``build_retrieval_graph`` and ``build_graph``: the compiled LangGraph workflows for a
+configuration.
 
-RAGRequest -> [rewrite] -> retrieve x N (Send) -> [rerank x N] -> fuse -> generate -> RAGResult.
-Any LangChain ``BaseRetriever`` can join as a branch (``retrievers={name: obj}``) and any chat
-model can fill the rewriter or generator slot, so the graph composes with an existing app.
+The retrieval graph: RAGRequest -> [rewrite] -> retrieve x N (Send) -> [fallback] ->
+[rerank x N] -> fuse -> RetrievalResult (the fused documents, views, branch records, warnings,
+timings). The answer graph is the same pipeline with ``generate`` after ``fuse`` -> RAGResult.
+Both are composed from one set of components, built once (``build_graph`` compiles both and
+hands the retrieval graph to the documents-only surfaces through ``graph_profile``). Any
+LangChain ``BaseRetriever`` can join as a branch (``retrievers={name: obj}``) and any chat model
+can fill the rewriter or generator slot, so the graphs compose with an existing app.
+
+Composed rather than nested: the answer graph holds the retrieval nodes themselves, not the
+retrieval graph as a subgraph node, so a run's updates, Studio's drawing and the orchestration
+cost are those of one graph (bench/ORCHESTRATION-RESULTS.md measures both).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
@@ -22,9 +29,15 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from langgraph.utils.runnable import RunnableCallable
-from parallel_rag.backends.base import retrieval_kind_of, warm_up_each
-from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.secrets import describe_error, register_secrets, secrets_in
+from parallel_rag.backends.base import retrieval_kind_of
+from parallel_rag.backends.secrets import register_secrets, secrets_in
+from parallel_rag.graph.compiled import (
+    GraphProfile,
+    RAGGraph,
+    as_rag_graph,
+    graph_profile,
+    retrieval_graph_of,
+)
 from parallel_rag.graph.components import (
     make_generator,
     make_retriever,
@@ -33,14 +46,19 @@ from parallel_rag.graph.components import (
 )
 from parallel_rag.graph.configuration import (
     ConfigError,
-    EmbeddingsConfig,
     PipelineConfig,
     RewriterConfig,
 )
-from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter, fusion_settings
+from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter
 from parallel_rag.graph.loading import load_config, parse_config
 from parallel_rag.graph.routing import QueryPrefetch, make_entry_router, make_view_router
-from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState, coerce_request
+from parallel_rag.graph.state import (
+    RAGRequest,
+    RAGResult,
+    RAGState,
+    RetrievalResult,
+    coerce_request,
+)
 from parallel_rag.nodes.fallback import FallbackNode
 from parallel_rag.nodes.fuse import make_fuse_node
 from parallel_rag.nodes.generate.node import GenerateNode
@@ -48,51 +66,17 @@ from parallel_rag.nodes.rerank.node import PairScorer, make_rerank_node
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode
 from parallel_rag.nodes.rewrite.node import RewriteNode
 
-logger = logging.getLogger(__name__)
+__all__ = [
+    "ConfigSource",
+    "GraphProfile",
+    "RAGGraph",
+    "build_graph",
+    "build_retrieval_graph",
+    "graph_profile",
+    "retrieval_graph_of",
+]
 
 ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
-
-
-@dataclass(frozen=True)
-class GraphProfile:
-    """What the surfaces need to know about a graph ``build_graph`` compiled, beyond LangGraph's
-    own API: the per-run knobs it can honour (servers refuse the others before a run starts) and
-    the embedding model its first request would otherwise load."""
-
-    knob_scope: KnobScope
-    embeddings: EmbeddingsConfig | None = None  # the model some component loads on first use
-    prefetch: QueryPrefetch | None = None  # starts a request's query encode before the graph
-    retrievers: tuple[tuple[str, BaseRetriever], ...] = ()  # (branch name, retriever)
-
-    def warm_up(self) -> dict[str, str]:
-        """Load what the first request would otherwise load inside its branch timeouts: the
-        embedding model, and every branch's index or store (``warm_up`` of our backends; a
-        store of a million chunks takes longer to read than a branch's default timeout).
-        Servers and the CLI call it before the first request.
-
-        A branch that cannot be opened (no index yet, a server down) does not stop the
-        others or the caller: it is logged, returned as {branch: error}, and its searches
-        report it as they would have."""
-        if self.embeddings is not None:
-            load_embeddings(self.embeddings.model, self.embeddings.device)
-        failed = {
-            name: describe_error(error)  # secrets redacted
-            for name, error in warm_up_each(self.retrievers).items()
-        }
-        for name, error in failed.items():
-            logger.warning("retriever '%s' could not be opened ahead: %s", name, error)
-        return failed
-
-
-# Keyed by the graph's StateGraph, which every copy of the compiled graph shares (``with_config``,
-# the per-run copies the LangGraph server makes); weak, so a dropped graph takes its profile along.
-_PROFILES: WeakKeyDictionary[StateGraph, GraphProfile] = WeakKeyDictionary()
-
-
-def graph_profile(graph: CompiledStateGraph) -> GraphProfile | None:
-    """The profile of a graph ``build_graph`` compiled (or of a copy of it); None for any other
-    compiled graph."""
-    return _PROFILES.get(graph.builder)
 
 
 def validate_graph_input(value: Any) -> Any:
@@ -157,24 +141,30 @@ def _resolve_config(
     return load_config(config, extra_retrievers=names, extra_dense=dense)
 
 
-def build_graph(
-    config: ConfigSource = None,
-    *,
-    retrievers: Mapping[str, BaseRetriever] | None = None,
-    rewriter_model: BaseChatModel | None = None,
-    generator_model: BaseChatModel | None = None,
-    reranker_model: BaseChatModel | None = None,
-    scorer: PairScorer | None = None,
-    base_dir: str | os.PathLike | None = None,
-    name: str = "parallel-rag",
-) -> CompiledStateGraph:
-    """Compile the workflow. ``config`` is a ``PipelineConfig``, a mapping, a YAML path, or None
-    (``$PARALLEL_RAG_CONFIG``, ./parallel-rag.yaml, else the embedded defaults).
+@dataclass
+class _Parts:
+    """What both graphs are built of, made once per configuration: the branches, the rewriter,
+    the reranker's scorer, fusion, the generator (only the answer graph adds it)."""
 
-    ``scorer`` is a ready pair scorer for the configured reranker, used instead of the one
-    ``reranker.kind`` would load (its ``top_k``, ``max_candidates`` and ``on_failure`` still
-    apply). The compiled graph validates its input; ``graph_profile(graph)`` says which
-    per-run knobs it honours and what ``warm_up`` loads."""
+    pipeline: PipelineConfig
+    root: Path
+    branches: list[RetrievalBranch]
+    rewriter_config: RewriterConfig | None
+    rewriter: SwitchableRewriter | None
+    scope: KnobScope
+    prefetch: QueryPrefetch
+    rerank: Any  # the rerank node, None without a reranker
+    loads_reranker: bool  # the scorer loads the embedding model on first use
+
+
+def _parts(
+    config: ConfigSource,
+    retrievers: Mapping[str, BaseRetriever] | None,
+    rewriter_model: BaseChatModel | None,
+    reranker_model: BaseChatModel | None,
+    scorer: PairScorer | None,
+    base_dir: str | os.PathLike | None,
+) -> _Parts:
     extra = dict(retrievers or {})
     for branch_name, obj in extra.items():
         if not isinstance(obj, BaseRetriever):
@@ -211,15 +201,55 @@ def build_graph(
         branches.append(branch)
 
     rewriter_config = pipeline.rewriter or (RewriterConfig() if rewriter_model else None)
-    builder = StateGraph(
-        RAGState, context_schema=RAGContext, input_schema=RAGRequest, output_schema=RAGResult
-    )
-    entry_targets = ["retrieve"]
+    rewriter = None
     if rewriter_config is not None:
         make = partial(make_rewriter, retrievers=[b.retriever for b in branches])
         rewriter = SwitchableRewriter(rewriter_config, rewriter_model, make)
+    reranker = pipeline.reranker
+    scorer_given = scorer is not None
+    rerank = None
+    if reranker is not None:
+        rerank = make_rerank_node(
+            scorer
+            if scorer is not None
+            else make_scorer(reranker.relative_to(root), reranker_model),
+            top_k=reranker.top_k,
+            on_failure=reranker.on_failure or pipeline.on_failure,
+            max_candidates=reranker.max_candidates,
+        )
+    return _Parts(
+        pipeline=pipeline,
+        root=root,
+        branches=branches,
+        rewriter_config=rewriter_config,
+        rewriter=rewriter,
+        scope=KnobScope(
+            retrievers=tuple(b.name for b in branches),
+            dense=frozenset(b.name for b in branches if b.kind == "dense"),
+            has_reranker=reranker is not None,
+            rewriter_kind=rewriter_config.kind if rewriter_config is not None else None,
+        ),
+        prefetch=QueryPrefetch(
+            branches,
+            has_rewriter=rewriter_config is not None,
+            include_original=rewriter_config is None or rewriter_config.include_original,
+        ),
+        rerank=rerank,
+        loads_reranker=reranker is not None and not scorer_given,
+    )
+
+
+def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
+    """A ``StateGraph`` holding the retrieval pipeline, up to and including ``fuse``."""
+    pipeline, branches = parts.pipeline, parts.branches
+    builder = StateGraph(
+        RAGState, context_schema=RAGContext, input_schema=RAGRequest, output_schema=output_schema
+    )
+    entry_targets = ["retrieve"]
+    if parts.rewriter is not None:
+        rewriter_config = parts.rewriter_config
         node = RewriteNode(
-            rewriter,
+            parts.rewriter,
             include_original=rewriter_config.include_original,
             on_failure=rewriter_config.on_failure or pipeline.on_failure,
         )
@@ -230,24 +260,13 @@ def build_graph(
             ["retrieve"],
         )
         entry_targets = ["rewrite", "retrieve"]
-    scope = KnobScope(
-        retrievers=tuple(b.name for b in branches),
-        dense=frozenset(b.name for b in branches if b.kind == "dense"),
-        has_reranker=pipeline.reranker is not None,
-        rewriter_kind=rewriter_config.kind if rewriter_config is not None else None,
-    )
-    prefetch = QueryPrefetch(
-        branches,
-        has_rewriter=rewriter_config is not None,
-        include_original=rewriter_config is None or rewriter_config.include_original,
-    )
     entry_router = make_entry_router(
-        branches, pipeline.tenant_field, rewriter_config is not None, scope, prefetch
+        branches, pipeline.tenant_field, parts.rewriter is not None, parts.prefetch
     )
     builder.add_conditional_edges(START, _inline(entry_router, trace=True), entry_targets)
 
-    reranker = pipeline.reranker
-    retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranker is not None)
+    reranks = parts.rerank is not None
+    retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranks)
     # hybrid branches: retrieve -> fallback (a real edge Studio draws) -> rerank | fuse.
     # Both read a Send payload: input_schema keeps LangGraph from adding its keys to the state.
     to_fallback = ("fallback",) if any(b.falls_back for b in branches) else ()
@@ -256,28 +275,18 @@ def build_graph(
             "fallback",
             FallbackNode(retrieve).invoke,
             input_schema=RAGState,
-            destinations=("rerank", "fuse") if reranker is not None else None,
+            destinations=("rerank", "fuse") if reranks else None,
         )
-        if reranker is None:
+        if not reranks:
             builder.add_edge("fallback", "fuse")
-    if reranker is not None:
+    if reranks:
         builder.add_node(
             "retrieve",
             _retrieve_node(retrieve),
             input_schema=RAGState,
             destinations=("rerank", "fuse", *to_fallback),
         )
-        builder.add_node(
-            "rerank",
-            make_rerank_node(
-                scorer
-                if scorer is not None
-                else make_scorer(reranker.relative_to(root), reranker_model),
-                top_k=reranker.top_k,
-                on_failure=reranker.on_failure or pipeline.on_failure,
-                max_candidates=reranker.max_candidates,
-            ),
-        )
+        builder.add_node("rerank", parts.rerank)
         builder.add_edge("rerank", "fuse")
     else:
         builder.add_node(
@@ -291,13 +300,83 @@ def build_graph(
     # deferred: fuse waits for every pending branch task (rerank, fallback) before it runs
     fuse = make_fuse_node(
         k=pipeline.fusion.k,
-        weights=pipeline.fusion.weights_for(sorted(scope.dense)),
+        weights=pipeline.fusion.weights_for(sorted(parts.scope.dense)),
         method=pipeline.fusion.method,
-        settings=fusion_settings,
     )
     builder.add_node("fuse", _inline(fuse, trace=False), defer=True)
+    return builder
+
+
+def _compile(
+    builder: StateGraph,
+    name: str,
+    parts: _Parts,
+    *,
+    uses_model: bool,
+    retrieval: CompiledStateGraph | None = None,
+) -> RAGGraph:
+    branches = parts.branches
+    uses_model = uses_model or any(b.kind == "dense" for b in branches) or parts.loads_reranker
+    profile = GraphProfile(
+        knob_scope=parts.scope,
+        embeddings=parts.pipeline.embeddings if uses_model else None,
+        prefetch=parts.prefetch,
+        retrievers=tuple((b.name, b.retriever) for b in branches),
+        retrieval=retrieval,
+    )
+    compiled = as_rag_graph(builder.compile(name=name), profile)
+    _validate_input_at_entry(compiled)
+    return compiled
+
+
+def build_retrieval_graph(
+    config: ConfigSource = None,
+    *,
+    retrievers: Mapping[str, BaseRetriever] | None = None,
+    rewriter_model: BaseChatModel | None = None,
+    reranker_model: BaseChatModel | None = None,
+    scorer: PairScorer | None = None,
+    base_dir: str | os.PathLike | None = None,
+    name: str = "parallel-rag-retrieval",
+) -> RAGGraph:
+    """Compile the retrieval graph alone (rewrite -> fan-out -> [fallback] -> [rerank] -> fuse):
+    its output is ``RetrievalResult``, the fused documents with their account, and it never
+    generates. Arguments as for ``build_graph``."""
+    parts = _parts(config, retrievers, rewriter_model, reranker_model, scorer, base_dir)
+    builder = _retrieval_builder(parts, RetrievalResult)
+    builder.add_edge("fuse", END)
+    return _compile(builder, name, parts, uses_model=False)
+
+
+def build_graph(
+    config: ConfigSource = None,
+    *,
+    retrievers: Mapping[str, BaseRetriever] | None = None,
+    rewriter_model: BaseChatModel | None = None,
+    generator_model: BaseChatModel | None = None,
+    reranker_model: BaseChatModel | None = None,
+    scorer: PairScorer | None = None,
+    base_dir: str | os.PathLike | None = None,
+    name: str = "parallel-rag",
+) -> RAGGraph:
+    """Compile the workflow: the retrieval graph followed by ``generate``. ``config`` is a
+    ``PipelineConfig``, a mapping, a YAML path, or None (``$PARALLEL_RAG_CONFIG``,
+    ./parallel-rag.yaml, else the embedded defaults).
+
+    ``scorer`` is a ready pair scorer for the configured reranker, used instead of the one
+    ``reranker.kind`` would load (its ``top_k``, ``max_candidates`` and ``on_failure`` still
+    apply). The compiled graph validates its input and its run's knobs; ``graph_profile(graph)``
+    says which per-run knobs it honours, what ``warm_up`` loads, and holds its retrieval graph
+    (``retrieval``), compiled from the same components, for documents-only callers."""
+    parts = _parts(config, retrievers, rewriter_model, reranker_model, scorer, base_dir)
+    retrieval = _retrieval_builder(parts, RetrievalResult)
+    retrieval.add_edge("fuse", END)
+    retrieval_graph = _compile(retrieval, f"{name}-retrieval", parts, uses_model=False)
+
+    pipeline = parts.pipeline
+    builder = _retrieval_builder(parts, RAGResult)
     generator = make_generator(
-        pipeline.generator, generator_model, pipeline.embeddings, base_dir=root
+        pipeline.generator, generator_model, pipeline.embeddings, base_dir=parts.root
     )
     generate = GenerateNode(
         generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
@@ -305,17 +384,11 @@ def build_graph(
     builder.add_node("generate", generate.invoke)
     builder.add_edge("fuse", "generate")
     builder.add_edge("generate", END)
-
-    compiled = builder.compile(name=name)
-    _validate_input_at_entry(compiled)
-    uses_model = any(b.kind == "dense" for b in branches) or (
-        pipeline.generator.kind == "extractive" and pipeline.generator.min_similarity is not None
+    return _compile(
+        builder,
+        name,
+        parts,
+        uses_model=pipeline.generator.kind == "extractive"
+        and pipeline.generator.min_similarity is not None,
+        retrieval=retrieval_graph,
     )
-    loads_reranker = reranker is not None and scorer is None
-    _PROFILES[builder] = GraphProfile(
-        knob_scope=scope,
-        embeddings=pipeline.embeddings if uses_model or loads_reranker else None,
-        prefetch=prefetch,
-        retrievers=tuple((b.name, b.retriever) for b in branches),
-    )
-    return compiled

@@ -1,6 +1,7 @@
 """Per-run knobs: the graph's ``context_schema`` (LangGraph Runtime context), with a
 ``configurable`` fallback for callers that only speak RunnableConfig (LangServe, LCEL
-``.with_config``).
+``.with_config``), mapped to the context in one place (``knobs_from``, called by
+``RAGGraph.stream``/``astream`` in ``graph/compiled.py``).
 
 A knob changes how one run uses the configured pipeline, never what it talks to: which of the
 configured retrievers run, how many candidates each asks for, the fusion method, ``k`` and
@@ -9,9 +10,9 @@ model does.
 Nothing that could name an endpoint, a key, a path or a model is a knob, so a request can never
 redirect the app.
 
-The knobs are parsed once per run, by the entry router (``run_knobs`` over the injected
-``Runtime``), and travel as plain data: in the ``Send`` payloads to ``rewrite`` and ``retrieve``,
-and in the state's ``knobs`` key for the nodes after the fan-out (``knobs_of``).
+The knobs are parsed and checked (``KnobScope.check``) once, as a run starts; every node that
+needs one reads it from its injected ``runtime.context``, so nothing carries them through the
+state or the ``Send`` payloads.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
 from parallel_rag.nodes.fuse import FusionMethod
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -130,30 +130,16 @@ def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGConte
             f"configuration file (per-run knobs: {sorted(KNOBS)})",
         )
     picked = {k: v for k, v in (configurable or {}).items() if k in KNOBS and v is not None}
-    knobs = _parse(picked, "configurable")
+    knobs = _parse(picked, "configurable") if picked else None
     if context is None:
-        return knobs
+        return knobs or RAGContext()
     if not isinstance(context, RAGContext):
         if not isinstance(context, Mapping):
             context = getattr(context, "__dict__", {})
         context = _parse(context, "context")
+    if knobs is None:
+        return context
     return knobs.model_copy(update=context.model_dump(exclude_none=True))
-
-
-def run_knobs(runtime: Runtime[RAGContext] | None, config: RunnableConfig | None) -> RAGContext:
-    """Knobs of the current run: the injected ``runtime``'s context over ``configurable``."""
-    context = runtime.context if runtime is not None else None
-    return knobs_from(context, (config or {}).get("configurable"))
-
-
-def carried(knobs: RAGContext) -> dict[str, Any]:
-    """The parsed knobs as the plain data a ``Send`` payload and the state carry."""
-    return knobs.model_dump(exclude_none=True)
-
-
-def knobs_of(state: Mapping[str, Any]) -> RAGContext:
-    """The run's knobs as the entry router parsed them (read back, not parsed again)."""
-    return RAGContext.model_construct(**(state.get("knobs") or {}))
 
 
 @dataclass(frozen=True)
@@ -195,15 +181,6 @@ class KnobScope:
     def active(self, knobs: RAGContext) -> set[str]:
         """The retriever names this run uses."""
         return set(knobs.retrievers or self.retrievers)
-
-
-def fusion_settings(
-    state: Mapping[str, Any], k: int, weights: Mapping[str, float], method: str
-) -> tuple[int, dict[str, float], str]:
-    """The fusion ``k``, weights and method for this run: the configured ones, knobs applied."""
-    knobs = knobs_of(state)
-    weights = {**weights, **(knobs.fusion_weights or {})}
-    return knobs.fusion_k or k, weights, knobs.fusion_method or method
 
 
 class SwitchableRewriter:

@@ -2,10 +2,9 @@
 
 One ``Send("retrieve", ...)`` per (query view, retriever), except that HyDE views go to dense
 retrievers only. Every branch gets the request's filters, with the tenant as a mandatory filter.
-The run's knobs (``graph/context.py``) are parsed and checked once, at the entry, and applied
-here: which retrievers run, their candidate count, and whether their results go through the
-reranker. They travel on in every ``Send`` payload (``knobs``), and the first node to receive
-them writes them to the state for the nodes after the fan-out.
+The run's knobs (``graph/context.py``, checked as the run starts) are read here from the
+injected ``runtime.context``: which retrievers run and whether the rewriter does; the nodes
+read the rest (candidate count, rerank, fusion) from the same context themselves.
 
 The entry also starts embedding the original query for the dense branches that will search it
 (``QueryPrefetch``), so the encode runs while the graph schedules the branches.
@@ -16,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from parallel_rag.backends.base import DenseStoreRetriever
 from parallel_rag.backends.embeddings import loaded_embeddings
 from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.graph.context import KnobScope, RAGContext, carried, knobs_of, run_knobs
+from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.records import QueryView
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveTask
@@ -50,7 +48,6 @@ def fan_out(
     expansion (PRF) views lexical ones only."""
     filters = branch_filters(state, tenant_field)
     knobs = knobs or RAGContext()
-    knob_data = carried(knobs)
     if knobs.retrievers is not None:
         branches = [b for b in branches if b.name in knobs.retrievers]
     sends = []
@@ -66,12 +63,7 @@ def fan_out(
                 query=state["query"],
                 top_k=state["top_k"],
                 filters=filters,
-                knobs=knob_data,
             )
-            if knobs.retriever_top_k is not None:
-                task["limit"] = knobs.retriever_top_k
-            if knobs.rerank is False:
-                task["rerank"] = False
             sends.append(Send("retrieve", task))
     return sends
 
@@ -141,34 +133,28 @@ def make_entry_router(
     branches: Sequence[RetrievalBranch],
     tenant_field: str,
     has_rewriter: bool,
-    scope: KnobScope | None = None,
     prefetch: QueryPrefetch | None = None,
 ):
-    """The conditional entry: parses and checks the run's knobs, starts the query ``prefetch``,
-    then to ``rewrite`` when a rewriter is configured (and not switched off), else straight to
-    the fan-out with the original query."""
+    """The conditional entry: starts the query ``prefetch``, then to ``rewrite`` when a
+    rewriter is configured (and the run does not switch it off), else straight to the fan-out
+    with the original query."""
 
-    def route_request(
-        state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RAGContext]
-    ) -> Send | list[Send]:
-        knobs = run_knobs(runtime, config)
-        if scope is not None:
-            scope.check(knobs)
+    def route_request(state: dict[str, Any], runtime: Runtime[RAGContext]) -> str | list[Send]:
+        knobs = runtime.context
         if prefetch is not None:
             prefetch.start(state["query"], knobs)
-        if has_rewriter and knobs.rewriter != "none":
-            return Send("rewrite", {**state, "knobs": carried(knobs)})
+        if has_rewriter and (knobs is None or knobs.rewriter != "none"):
+            return "rewrite"
         return fan_out(state, original_view(state), branches, tenant_field, knobs)
 
     return route_request
 
 
 def make_view_router(branches: Sequence[RetrievalBranch], tenant_field: str):
-    """After ``rewrite``: fan the rewritten views out to the retrievers, with the knobs
-    ``rewrite`` wrote to the state."""
+    """After ``rewrite``: fan the rewritten views out to the retrievers the run uses."""
 
-    def route_views(state: dict[str, Any]) -> list[Send]:
+    def route_views(state: dict[str, Any], runtime: Runtime[RAGContext]) -> list[Send]:
         views = state.get("views") or original_view(state)
-        return fan_out(state, views, branches, tenant_field, knobs_of(state))
+        return fan_out(state, views, branches, tenant_field, runtime.context)
 
     return route_views

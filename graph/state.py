@@ -54,8 +54,18 @@ class RAGRequest(BaseModel):
         return value
 
 
+class RetrievalResult(TypedDict):
+    """What the retrieval graph returns: the fused documents and their account, no answer."""
+
+    documents: list[FusedDocument]
+    queries: list[dict[str, str]]
+    branches: list[BranchRecord]
+    warnings: list[str]
+    timings: dict[str, float]
+
+
 class RAGResult(TypedDict):
-    """What the graph returns."""
+    """What the answer graph returns."""
 
     answer: str
     documents: list[FusedDocument]
@@ -74,20 +84,14 @@ def merge_timings(left: dict[str, float] | None, right: dict[str, float] | None)
     return merged
 
 
-def keep_latest(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's knobs: every writer carries the same parsed value, so the latest one stands."""
-    return right if right is not None else (left or {})
-
-
 class RAGState(TypedDict, total=False):
-    """Internal state: the request, the run's knobs (parsed once at the entry, as plain data),
-    the views, every branch result, and the result fields."""
+    """Internal state: the request, the views, every branch result, and the result fields.
+    The run's knobs are not state: nodes read them from ``runtime.context``."""
 
     query: str
     top_k: int
     filters: dict[str, Any] | None
     tenant: str | None
-    knobs: Annotated[dict[str, Any], keep_latest]
     views: list[QueryView]
     branch_results: Annotated[list[BranchResult], operator.add]
     documents: list[FusedDocument]

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from parallel_rag.nodes.retrieve import FallbackTask, RetrieveNode
 
@@ -25,7 +26,9 @@ class FallbackNode:
     def __init__(self, retrieve: RetrieveNode):
         self.retrieve = retrieve
 
-    def invoke(self, payload: FallbackTask, config: RunnableConfig) -> dict[str, Any] | Command:
+    def invoke(
+        self, payload: FallbackTask, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any] | Command:
         started = time.perf_counter()
         task = payload["task"]
         hybrid = self.retrieve.branches[task["retriever"]].hybrid
@@ -34,7 +37,7 @@ class FallbackNode:
             done = payload["prefetched"]
             hits, message, latency_ms = done["hits"], done["error"], done["latency_ms"]
         else:
-            outcome = hybrid.run_fallback(self.retrieve.lookup_call(task, config))
+            outcome = hybrid.run_fallback(self.retrieve.lookup_call(task, config, runtime))
             hits, message = outcome.result or [], outcome.error_text
             latency_ms = (time.perf_counter() - started) * 1000
         if message is not None:
@@ -48,4 +51,4 @@ class FallbackNode:
             fallback_reason=payload["reason"],
             elapsed_ms=payload["elapsed_ms"],
         )
-        return self.retrieve.emit(task, result, {"fallback": latency_ms})
+        return self.retrieve.emit(task, result, {"fallback": latency_ms}, runtime)

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import ge, itemgetter
 from typing import Any, Literal, get_args
 
+from langgraph.runtime import Runtime
+from parallel_rag.nodes.knobs import knob
 from parallel_rag.nodes.records import (
     BranchHit,
     BranchRecord,
@@ -243,30 +245,23 @@ def views_used(branches: Iterable[BranchResult]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
-FusionSettings = Callable[
-    [Mapping[str, Any], int, Mapping[str, float], str], tuple[int, Mapping[str, float], str]
-]
-
-
 def make_fuse_node(
     *,
     k: int,
     weights: Mapping[str, float],
     method: str = DEFAULT_FUSION_METHOD,
-    settings: FusionSettings | None = None,
 ):
     """The ``fuse`` node: ``method`` fusion over the branch results, cut to the request's
-    ``top_k``. ``settings(state, k, weights, method)`` may adjust all three per run (the
-    knobs)."""
+    ``top_k``. The run's knobs (``fusion_k``, ``fusion_weights``, ``fusion_method`` in the
+    injected ``runtime.context``) adjust all three for that run."""
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; expected one of {FUSION_METHODS}")
 
-    def fuse(state: dict[str, Any]) -> dict[str, Any]:
+    def fuse(state: dict[str, Any], runtime: Runtime[Any] | None = None) -> dict[str, Any]:
         started = time.perf_counter()
-        if settings:
-            run_k, run_weights, run_method = settings(state, k, weights, method)
-        else:
-            run_k, run_weights, run_method = k, weights, method
+        run_k = knob(runtime, "fusion_k") or k
+        run_weights = {**weights, **(knob(runtime, "fusion_weights") or {})}
+        run_method = knob(runtime, "fusion_method") or method
         results: list[BranchResult] = state.get("branch_results") or []
         documents = fuse_branches(
             results, method=run_method, k=run_k, weights=run_weights, top_k=state["top_k"]

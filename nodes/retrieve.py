@@ -13,6 +13,10 @@ A ``hybrid`` branch runs its primary here (``HybridRetriever.run_primary``, whic
 empty the branch does not finish here: it is sent on to the ``fallback`` node
 (``nodes/fallback.py``), a real edge of the graph, with the prefetched fallback outcome, if
 any, in the ``Send``.
+
+The run's knobs come from the injected ``runtime`` (``nodes/knobs.py``), not the payload:
+``retriever_top_k`` sets the candidate count and ``rerank: false`` sends the branch straight
+to ``fuse``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 from parallel_rag.backends.base import SCORE_KEY, RetrievalKind, matches_filter
 from parallel_rag.backends.hybrid import (
@@ -40,6 +45,7 @@ from parallel_rag.backends.hybrid import (
     lookup,
 )
 from parallel_rag.nodes.failure_policy import FailurePolicy, apply_failure_policy
+from parallel_rag.nodes.knobs import knob
 from parallel_rag.nodes.records import BranchHit, BranchResult, QueryView, branch_key
 
 
@@ -75,11 +81,6 @@ class RetrieveTask(TypedDict):
     query: str
     top_k: int
     filters: dict[str, Any]
-    limit: NotRequired[int]  # per-run candidate count (knob); else the branch's top_k
-    rerank: NotRequired[bool]  # False: this run skips the configured reranker
-    # the run's per-run settings, parsed once at the entry; written back to the state so the
-    # nodes after the fan-out (fuse) read them without parsing them again
-    knobs: NotRequired[dict[str, Any]]
 
 
 class PrefetchedFallback(TypedDict):
@@ -168,39 +169,44 @@ class RetrieveNode:
         self.rerank = rerank
 
     def lookup_call(
-        self, task: RetrieveTask, config: RunnableConfig
+        self, task: RetrieveTask, config: RunnableConfig, runtime: Runtime[Any] | None = None
     ) -> LookupCall[list[BranchHit]]:
-        """The task's lookup: its view, the branch's candidate count and the request's filters,
-        the documents converted to ranked hits."""
+        """The task's lookup: its view, the candidate count (the run's ``retriever_top_k``, else
+        the branch's ``top_k``, else twice the request's) and the request's filters, the
+        documents converted to ranked hits."""
         branch = self.branches[task["retriever"]]
-        limit = task.get("limit") or branch.top_k or 2 * task["top_k"]
+        limit = knob(runtime, "retriever_top_k") or branch.top_k or 2 * task["top_k"]
         to_hits = partial(documents_to_hits, limit=limit)
         return LookupCall(task["view"]["text"], limit, task["filters"] or None, config, to_hits)
 
-    def invoke(self, task: RetrieveTask, config: RunnableConfig) -> dict[str, Any] | Command:
+    def invoke(
+        self, task: RetrieveTask, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any] | Command:
         branch = self.branches[task["retriever"]]
         started = time.perf_counter()
-        call, hybrid = self.lookup_call(task, config), branch.hybrid
+        call, hybrid = self.lookup_call(task, config, runtime), branch.hybrid
         if hybrid is None:
             outcome = lookup(branch.retriever, call, branch.timeout_seconds)
         else:
             outcome, prefetched = hybrid.run_primary(call)
             if branch.falls_back and not outcome.usable:
                 return self._to_fallback(task, started, outcome, prefetched)
-        return self._finish(task, started, outcome, hybrid)
+        return self._finish(task, started, outcome, hybrid, runtime)
 
-    async def ainvoke(self, task: RetrieveTask, config: RunnableConfig) -> dict[str, Any] | Command:
+    async def ainvoke(
+        self, task: RetrieveTask, config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any] | Command:
         """``invoke`` on the event loop: a plain branch awaits its lookup (one thread hop, the
         timeout kept by the loop); a hybrid branch, whose legs wait on each other, runs
         ``invoke`` in a worker thread as LangGraph would run a sync node."""
         branch = self.branches[task["retriever"]]
         if branch.hybrid is not None:
-            return await run_in_executor(config, self.invoke, task, config)
+            return await run_in_executor(config, self.invoke, task, config, runtime)
         started = time.perf_counter()
         outcome = await alookup(
-            branch.retriever, self.lookup_call(task, config), branch.timeout_seconds
+            branch.retriever, self.lookup_call(task, config, runtime), branch.timeout_seconds
         )
-        return self._finish(task, started, outcome, None)
+        return self._finish(task, started, outcome, None, runtime)
 
     def _finish(
         self,
@@ -208,6 +214,7 @@ class RetrieveNode:
         started: float,
         outcome: Lookup[list[BranchHit]],
         hybrid: HybridRetriever | None,
+        runtime: Runtime[Any] | None,
     ) -> dict[str, Any] | Command:
         result = self.branch_result(
             task,
@@ -217,7 +224,7 @@ class RetrieveNode:
             error=outcome.error,
             served_by=hybrid.primary_name if hybrid is not None else None,
         )
-        return self.emit(task, result, {"retrieve": result["latency_ms"]})
+        return self.emit(task, result, {"retrieve": result["latency_ms"]}, runtime)
 
     def branch_result(
         self,
@@ -287,26 +294,24 @@ class RetrieveNode:
                 error=prefetched.error_text,
                 latency_ms=prefetched.latency_ms,
             )
-        update = self._carry({"timings": {"retrieve": elapsed}}, task)
+        update = {"timings": {"retrieve": elapsed}}
         return Command(update=update, goto=Send("fallback", payload))
 
-    @staticmethod
-    def _carry(update: dict[str, Any], task: RetrieveTask) -> dict[str, Any]:
-        if "knobs" in task:
-            update["knobs"] = task["knobs"]
-        return update
-
     def emit(
-        self, task: RetrieveTask, result: BranchResult, timings: dict[str, float]
+        self,
+        task: RetrieveTask,
+        result: BranchResult,
+        timings: dict[str, float],
+        runtime: Runtime[Any] | None = None,
     ) -> dict[str, Any] | Command:
-        """A finished branch goes to its rerank task, or straight to fusion."""
+        """A finished branch goes to its rerank task (unless the run switched reranking off),
+        or straight to fusion."""
         report_progress(result)
-        if self.rerank and task.get("rerank") is False:
-            update = {"branch_results": [result], "timings": timings}
-            return Command(update=self._carry(update, task), goto="fuse")
+        if self.rerank and knob(runtime, "rerank") is False:
+            return Command(update={"branch_results": [result], "timings": timings}, goto="fuse")
         if self.rerank:
             return Command(
-                update=self._carry({"timings": timings}, task),
+                update={"timings": timings},
                 goto=Send("rerank", {"result": result, "query": task["query"]}),
             )
-        return self._carry({"branch_results": [result], "timings": timings}, task)
+        return {"branch_results": [result], "timings": timings}

@@ -2,9 +2,8 @@
 
 Views are de-duplicated on their stripped text; the original stays first unless
 ``include_original`` is off. A rewriter failure or empty output follows ``on_failure``; under
-skip/warn the request falls back to the original query alone. The node's input may carry the
-run's knobs (``knobs``, parsed once at the entry): the per-run rewrite kind is handed to the
-rewriter, and the knobs are written back to the state for the fan-out after this node.
+skip/warn the request falls back to the original query alone. The run's ``rewriter`` knob
+(``runtime.context``) is handed to a rewriter that can switch kind per run.
 """
 
 from __future__ import annotations
@@ -13,7 +12,9 @@ import time
 from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
+from parallel_rag.nodes.knobs import knob
 from parallel_rag.nodes.records import QueryView
 
 
@@ -50,10 +51,12 @@ class RewriteNode:
         self.include_original = include_original
         self.on_failure = on_failure
 
-    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def invoke(
+        self, state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any] | None = None
+    ) -> dict[str, Any]:
         started = time.perf_counter()
         query = state["query"]
-        kind = (state.get("knobs") or {}).get("rewriter")
+        kind = knob(runtime, "rewriter")
         options = {"kind": kind} if kind not in (None, "none") else {}
 
         def views() -> list[QueryView]:
@@ -70,11 +73,8 @@ class RewriteNode:
             warning="rewriter failed, using the original query only",
         )
         original = [QueryView(index=0, text=query.strip(), kind="original")]
-        update: dict[str, Any] = {
+        return {
             "views": original if done.failed else done.value,
             "warnings": done.warnings,
             "timings": {"rewrite": (time.perf_counter() - started) * 1000},
         }
-        if "knobs" in state:
-            update["knobs"] = state["knobs"]
-        return update

@@ -176,6 +176,47 @@ def test_hyde_knob_sends_the_passage_to_dense_retrievers_only(fakes):
         graph.invoke(QUESTION, context={"rewriter": "hyde", "retrievers": ["lexical"]})
 
 
+def test_knobs_are_runtime_context_never_state_nor_send_payloads(fakes):
+    """Nodes read the run's knobs from ``runtime.context``: no state channel and no ``Send``
+    payload carries them, so a node added between the fan-out and ``fuse`` (here ``rerank``)
+    has nothing to pass on, and ``fuse`` after it still applies the run's fusion knobs."""
+    scorer = FakeScorer(by_length=True)
+    graph = graph_of(
+        two_lists(fakes),
+        {"reranker": {"kind": "embedding"}, "fusion": {"method": "rrf", "k": 60}},
+        scorer=scorer,
+    )
+    assert "knobs" not in graph.channels
+    seen: list = []
+    knobs = {"fusion_k": 1, "fusion_weights": {"b": 4.0}, "retriever_top_k": 2}
+    for mode, chunk in graph.stream(QUESTION, context=knobs, stream_mode=["values", "tasks"]):
+        seen.append(chunk if mode == "values" else chunk.get("input"))
+    assert not any("knobs" in json.dumps(item, default=str) for item in seen)
+    sent = [c for c in seen if isinstance(c, dict) and "retriever" in c and "view" in c]
+    assert sent and all(set(c) == {"view", "retriever", "query", "top_k", "filters"} for c in sent)
+    final = seen[-1]
+    # reranked by length (longest first), then RRF with k=1 and b weighted 4
+    assert {d["id"]: d["fused_score"] for d in final["documents"]} == pytest.approx(
+        {"paris": 1 / 2 + 4 / 2, "berlin": 4 / 3, "lyon": 1 / 3}
+    )
+
+
+def test_the_same_knobs_as_context_or_configurable_give_the_same_run(fakes):
+    graph = graph_of(two_lists(fakes), {"fusion": {"method": "rrf", "k": 60}})
+    knobs = {"fusion_k": 1, "fusion_weights": {"b": 4.0}}
+    by_context = graph.invoke(QUESTION, context=knobs)
+    by_configurable = graph.invoke(QUESTION, config={"configurable": knobs})
+    assert by_context["documents"] == by_configurable["documents"]
+    assert by_context["documents"] != graph.invoke(QUESTION)["documents"]
+    # a with_config copy keeps its knobs; a run's context still wins field by field
+    bound = graph.with_config(configurable={"fusion_k": 1, "retrievers": ["a"]})
+    assert [b["retriever"] for b in bound.invoke(QUESTION)["branches"]] == ["a"]
+    both = bound.invoke(QUESTION, context={"retrievers": ["b"]})
+    assert [b["retriever"] for b in both["branches"]] == ["b"]
+    with pytest.raises(KnobError, match="configurable.api_key"):
+        graph.invoke(QUESTION, config={"configurable": {"api_key": "sk-x"}})
+
+
 def test_knob_scope_checks_without_a_graph():
     scope = KnobScope(retrievers=("a", "b"), dense=frozenset({"b"}), rewriter_kind="hyde")
     assert scope.check(RAGContext(retrievers=["b"])).retrievers == ["b"]

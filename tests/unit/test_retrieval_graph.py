@@ -1,0 +1,60 @@
+"""The retrieval graph (``build_retrieval_graph``, and the one ``build_graph`` holds): the
+pipeline up to ``fuse`` as its own compiled graph, which never generates, returns exactly what
+the answer graph fuses, and takes the same per-run knobs — offline, on in-test retrievers."""
+
+from __future__ import annotations
+
+import pytest
+from parallel_rag.graph.builder import (
+    build_graph,
+    build_retrieval_graph,
+    graph_profile,
+    retrieval_graph_of,
+)
+from parallel_rag.graph.context import KnobError
+from parallel_rag.graph.state import RetrievalResult
+from small_graphs import graph_of, two_lists
+
+QUESTION = "What is the capital of France?"
+
+
+def test_the_retrieval_graph_has_no_generate_node_and_returns_the_fused_documents(fakes):
+    retrievers = two_lists(fakes)
+    retrieval = build_retrieval_graph({"retrievers": []}, retrievers=retrievers)
+    assert "generate" not in retrieval.get_graph().nodes
+    assert {"retrieve", "fuse"} <= set(retrieval.get_graph().nodes)
+    result = retrieval.invoke(QUESTION)
+    assert set(result) == set(RetrievalResult.__annotations__)
+    assert [d["id"] for d in result["documents"]] == ["paris", "berlin", "lyon"]
+    assert [b["retriever"] for b in result["branches"]] == ["a", "b"]
+    assert set(result["timings"]) == {"retrieve", "fuse"}
+    profile = graph_profile(retrieval)
+    assert profile is not None and profile.knob_scope.retrievers == ("a", "b")
+    assert retrieval_graph_of(retrieval) is retrieval
+
+
+def test_the_answer_graph_is_its_retrieval_graph_plus_generate(fakes):
+    graph = graph_of(two_lists(fakes), generator_model=fakes.ExplodingChatModel())
+    retrieval = retrieval_graph_of(graph)
+    assert retrieval is graph_profile(graph).retrieval and retrieval is not graph
+    drawn = set(graph.get_graph().nodes) - set(retrieval.get_graph().nodes)
+    assert drawn == {"generate"}
+    fused = retrieval.invoke(QUESTION)  # the exploding generator never runs here
+    answered = build_graph({"retrievers": []}, retrievers=two_lists(fakes)).invoke(QUESTION)
+    assert fused["documents"] == answered["documents"]
+    assert fused["queries"] == answered["queries"]
+
+    def untimed(records):
+        return [{k: v for k, v in r.items() if k != "latency_ms"} for r in records]
+
+    assert untimed(fused["branches"]) == untimed(answered["branches"])
+
+
+def test_the_retrieval_graph_takes_and_checks_the_run_knobs(fakes):
+    retrievers = two_lists(fakes)
+    retrieval = retrieval_graph_of(graph_of(retrievers))
+    only_b = retrieval.invoke(QUESTION, context={"retrievers": ["b"]})
+    assert [b["retriever"] for b in only_b["branches"]] == ["b"]
+    assert retrievers["a"].queries == []
+    with pytest.raises(KnobError, match="retrievers: unknown retriever"):
+        retrieval.invoke(QUESTION, context={"retrievers": ["nope"]})
