@@ -1,8 +1,18 @@
-"""Milvus dense retrieval through ``langchain-milvus``: a Milvus Lite file or a Milvus server.
+"""Milvus retrieval through ``langchain-milvus``: a Milvus Lite file or a Milvus server, dense
+(``search: dense``, the default) or lexical (``search: full_text``).
 
 ``uri`` is a local path (Milvus Lite; relative paths start at the config's directory) or a
-server URL (``http://host:19530``), with ``token`` for auth. The collection uses the COSINE
+server URL (``http://host:19530``), with ``token`` for auth. A dense collection uses the COSINE
 metric, so scores are cosine similarities and ``similarity_threshold`` drops hits below it.
+
+``search: full_text`` makes the branch lexical with BM25 inside the engine: the collection's
+text field is an analyzed ``VARCHAR`` (``analyzer_params``, the engine's ``standard`` analyzer
+when unset) and a ``Function(type=BM25)`` (``langchain_milvus.BM25BuiltInFunction``) fills a
+``SPARSE_FLOAT_VECTOR`` field (``sparse_field``) indexed with the ``BM25`` metric
+(``bm25_k1``/``bm25_b``, fixed when ingest creates the collection). Queries are sent as text;
+the engine analyzes them with the same analyzer. Scores are BM25 scores (unbounded, so
+``similarity_threshold`` is refused). It is a separate collection from a dense one: ingest
+writes both like every store, so one Milvus deployment serves both branches.
 
 Metadata lives either in top-level fields (``metadata_field`` unset: typed or dynamic fields,
 what ``langchain-milvus`` writes by default) or in one JSON field (``metadata_field: NAME``).
@@ -26,16 +36,18 @@ import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
     BackendSpec,
+    BuildRequest,
     ChunkBatch,
     DenseStoreRetriever,
     Fingerprint,
     MetadataFilter,
+    RetrievalKind,
     SettingsStore,
     StoreInUseError,
     resolve_path,
@@ -44,7 +56,15 @@ from parallel_rag.backends.base import (
 )
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from parallel_rag.backends.secrets import register_secrets, secret_value
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_URI = ".parallel-rag/milvus.db"
 FIELD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
@@ -55,6 +75,9 @@ SQL_KEYWORDS = frozenset(
 )
 COMMENT_MARKERS = ("--", "/*", "*/", "//", "#")
 INDEX_PARAMS = {"metric_type": "COSINE", "index_type": "AUTOINDEX", "params": {}}
+DEFAULT_SPARSE_FIELD = "sparse"
+DEFAULT_BM25_K1 = 1.5
+DEFAULT_BM25_B = 0.75
 DELETE_BATCH = 64
 
 
@@ -113,6 +136,10 @@ def check_filter_expression(expression: str) -> str:
     return expression
 
 
+FULL_TEXT_ONLY = ("sparse_field", "analyzer_params", "bm25_k1", "bm25_b")
+"""Settings that only mean something with ``search: full_text``."""
+
+
 class MilvusSettings(BaseModel):
     """``backend_config`` of a ``milvus`` retriever (field names of a ``rag`` plugin
     configuration block, so one pastes in unchanged)."""
@@ -120,6 +147,17 @@ class MilvusSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     collection: str = Field(pattern=FIELD_NAME)
+    search: Literal["dense", "full_text"] = Field(
+        default="dense",
+        description="dense: cosine over the embeddings; full_text: BM25 inside Milvus (lexical)",
+    )
+    sparse_field: str | None = Field(default=None, pattern=FIELD_NAME)
+    analyzer_params: dict[str, Any] | None = Field(
+        default=None,
+        description="the text field's analyzer, as Milvus takes it (unset: 'standard')",
+    )
+    bm25_k1: float | None = Field(default=None, gt=0)
+    bm25_b: float | None = Field(default=None, ge=0, le=1)
     content_field: str = Field(default="content", pattern=FIELD_NAME)
     metadata_field: str | None = Field(default=None, pattern=FIELD_NAME)
     primary_field: str = Field(default="pk", pattern=FIELD_NAME)
@@ -140,6 +178,35 @@ class MilvusSettings(BaseModel):
         if value is None or not value.strip():
             return None
         return check_filter_expression(value)
+
+    @model_validator(mode="after")
+    def _full_text_settings_need_full_text(self) -> MilvusSettings:
+        if self.search != "full_text":
+            for name in FULL_TEXT_ONLY:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only applies with search: full_text")
+        return self
+
+    @property
+    def full_text(self) -> bool:
+        return self.search == "full_text"
+
+    @property
+    def sparse(self) -> str:
+        """The BM25 output field of a full-text collection."""
+        return self.sparse_field or DEFAULT_SPARSE_FIELD
+
+    def full_text_index_params(self) -> dict[str, Any]:
+        """The sparse field's index (``SPARSE_INVERTED_INDEX``, metric ``BM25``); k1 and b
+        default to the ``bm25`` backend's, not the engine's (Milvus's own k1 is 1.2)."""
+        return {
+            "metric_type": "BM25",
+            "index_type": "SPARSE_INVERTED_INDEX",
+            "params": {
+                "bm25_k1": DEFAULT_BM25_K1 if self.bm25_k1 is None else self.bm25_k1,
+                "bm25_b": DEFAULT_BM25_B if self.bm25_b is None else self.bm25_b,
+            },
+        }
 
     @property
     def is_server(self) -> bool:
@@ -244,10 +311,49 @@ def _lock_for(uri: str) -> threading.Lock:
         return _locks.setdefault(uri, threading.Lock())
 
 
+def _search_arguments(settings: MilvusSettings, embedding_model: str, device: str) -> dict:
+    """The ``langchain_milvus.Milvus`` arguments that differ between dense and full text."""
+    if not settings.full_text:
+        return {
+            "embedding_function": load_embeddings(embedding_model, device),
+            "index_params": dict(INDEX_PARAMS),
+            "search_params": {"metric_type": "COSINE", "params": {}},
+            "vector_field": settings.vector_field,
+        }
+    from langchain_milvus import BM25BuiltInFunction
+
+    return {
+        "embedding_function": None,
+        "builtin_function": BM25BuiltInFunction(
+            input_field_names=settings.content_field,
+            output_field_names=settings.sparse,
+            analyzer_params=settings.analyzer_params,
+            function_name="parallel_rag_bm25",
+        ),
+        "index_params": settings.full_text_index_params(),
+        "search_params": {"metric_type": "BM25", "params": {}},
+        "vector_field": settings.sparse,
+    }
+
+
+def _check_existing_collection(settings: MilvusSettings, args: dict[str, Any]) -> None:
+    """``check_collection`` before ``langchain_milvus`` opens the collection: it would try to
+    index the field this search needs, and fail obscurely where that field does not exist."""
+    from pymilvus import MilvusClient
+
+    probe = MilvusClient(**args)
+    try:
+        if probe.has_collection(settings.collection):
+            check_collection(settings, probe)
+    finally:
+        probe.close()
+
+
 def open_store(
     settings: MilvusSettings, base_dir: Path | None, embedding_model: str, device: str
 ) -> Any:
-    """The shared ``langchain_milvus.Milvus`` store of a collection (created lazily on write)."""
+    """The shared ``langchain_milvus.Milvus`` store of a collection (created lazily on write):
+    embeddings for ``search: dense``, the BM25 function for ``search: full_text``."""
     args = settings.connection_args(base_dir)
     key = (
         args["uri"],
@@ -255,7 +361,7 @@ def open_store(
         settings.db_name,
         settings.collection,
         settings.metadata_field,
-        embedding_model,
+        None if settings.full_text else embedding_model,
     )
     with _registry_lock:
         store = _stores.get(key)
@@ -275,20 +381,20 @@ def open_store(
     with _lock_for(args["uri"]):
         in_use = False
         try:
+            _check_existing_collection(settings, args)
             store = Milvus(
-                embedding_function=load_embeddings(embedding_model, device),
                 collection_name=settings.collection,
                 connection_args=args,
                 consistency_level=settings.consistency_level,
-                index_params=dict(INDEX_PARAMS),
-                search_params={"metric_type": "COSINE", "params": {}},
                 auto_id=False,
                 primary_field=settings.primary_field,
                 text_field=settings.content_field,
-                vector_field=settings.vector_field,
                 enable_dynamic_field=settings.metadata_field is None,
                 metadata_field=settings.metadata_field,
+                **_search_arguments(settings, embedding_model, device),
             )
+        except ValueError:  # check_collection's refusal, whoever holds the lock
+            raise
         except Exception:
             if settings.is_server or not lite_lock_held(args["uri"]):
                 raise
@@ -310,12 +416,43 @@ def forget_stores(uri: str | None = None) -> None:
                 pass
 
 
-def _collection_metric(store: Any, collection: str, vector_field: str) -> str | None:
-    for name in store.client.list_indexes(collection):
-        info = store.client.describe_index(collection, name)
-        if info.get("field_name") == vector_field:
-            return info.get("metric_type")
-    return None
+def check_collection(settings: MilvusSettings, client: Any) -> dict[str, Any]:
+    """The description of an existing collection, refused (``ValueError`` naming what is
+    wrong) when the entry's ``search`` cannot use it: a dense search needs the vector field
+    with the COSINE metric, a full-text one a BM25 function writing the sparse field."""
+    from pymilvus import FunctionType
+
+    s = settings
+    described = client.describe_collection(s.collection)
+    if s.full_text:
+        bm25 = [
+            f
+            for f in described.get("functions") or []
+            if f.get("type") == FunctionType.BM25
+            and s.sparse in (f.get("output_field_names") or [])
+        ]
+        if not bm25:
+            raise ValueError(
+                f"Milvus collection '{s.collection}' has no BM25 function writing "
+                f"'{s.sparse}', so it cannot serve search: full_text (it was written for "
+                "dense search): give this entry its own collection and run "
+                "`parallel-rag ingest PATH...`"
+            )
+        return described
+    if s.vector_field not in {f["name"] for f in described.get("fields", [])}:
+        raise ValueError(
+            f"Milvus collection '{s.collection}' has no vector field '{s.vector_field}' "
+            "(a full-text collection? set search: full_text)"
+        )
+    for name in client.list_indexes(s.collection):
+        info = client.describe_index(s.collection, name)
+        metric = info.get("metric_type")
+        if info.get("field_name") == s.vector_field and metric and metric.upper() != "COSINE":
+            raise ValueError(
+                f"Milvus collection '{s.collection}' uses metric {metric}; "
+                "parallel-rag needs COSINE"
+            )
+    return described
 
 
 class MilvusRetriever(DenseStoreRetriever):
@@ -323,6 +460,8 @@ class MilvusRetriever(DenseStoreRetriever):
 
     settings: MilvusSettings
     _output_fields: list[str] = PrivateAttr(default_factory=list)
+
+    metric: ClassVar[str] = "COSINE"
 
     def _guard(self):
         """Calls on a Milvus Lite file are serialised; a server takes them concurrently."""
@@ -346,20 +485,25 @@ class MilvusRetriever(DenseStoreRetriever):
                         f"Milvus collection '{s.collection}' does not exist at {where}; "
                         "run `parallel-rag ingest PATH...` first"
                     )
-                metric = _collection_metric(store, s.collection, s.vector_field)
-                described = store.client.describe_collection(s.collection)
-            if metric is not None and metric.upper() != "COSINE":
-                raise ValueError(
-                    f"Milvus collection '{s.collection}' uses metric {metric}; "
-                    "parallel-rag needs COSINE"
-                )
-            fields = [
-                f["name"] for f in described.get("fields", []) if "VECTOR" not in str(f["type"])
+                described = check_collection(s, store.client)
+            fields = [  # DataType is an IntEnum: its str() is a number, its name says VECTOR
+                f["name"]
+                for f in described.get("fields", [])
+                if "VECTOR" not in getattr(f["type"], "name", str(f["type"]))
             ]
             if described.get("enable_dynamic_field"):
                 fields.append("$meta")
             self._output_fields = fields
         return store
+
+    def _anns_field(self) -> str:
+        return self.settings.vector_field
+
+    def _query_data(self, store: Any, query: str) -> Any:
+        return store.embeddings.embed_query(query)
+
+    def _score(self, distance: float) -> float:
+        return distance
 
     def _get_relevant_documents(
         self,
@@ -371,24 +515,24 @@ class MilvusRetriever(DenseStoreRetriever):
     ) -> list[Document]:
         s = self.settings
         store = self._store()
-        vector = store.embeddings.embed_query(query)
+        data = self._query_data(store, query)
         expression = milvus_expression(filters, s.metadata_field, s.filter_expression)
         with self._guard():
             results = store.client.search(
                 s.collection,
-                data=[vector],
-                anns_field=s.vector_field,
-                search_params={"metric_type": "COSINE", "params": {}},
+                data=[data],
+                anns_field=self._anns_field(),
+                search_params={"metric_type": self.metric, "params": {}},
                 limit=k or self.k,
                 filter=expression or "",
                 output_fields=self._output_fields,
             )
         docs = []
         for hit in results[0] if results else []:
-            score = float(hit["distance"])
+            score = self._score(float(hit["distance"]))
             if self.score_threshold is not None and score < self.score_threshold:
                 continue
-            docs.append(self._to_document(dict(hit)))
+            docs.append(self._to_document({**hit, "distance": score}))
         return docs
 
     def _to_document(self, hit: dict[str, Any]) -> Document:
@@ -405,6 +549,25 @@ class MilvusRetriever(DenseStoreRetriever):
                 entity.pop(name, None)
             metadata = entity
         return scored_document(str(doc_id), content, metadata, float(hit["distance"]))
+
+
+class MilvusFullTextRetriever(MilvusRetriever):
+    """Lexical retriever over a Milvus full-text collection (``search: full_text``): the query
+    text goes to the engine, which analyzes it and scores BM25 over the sparse field."""
+
+    retrieval_kind: ClassVar[RetrievalKind] = "lexical"
+    metric: ClassVar[str] = "BM25"
+
+    def _anns_field(self) -> str:
+        return self.settings.sparse
+
+    def _query_data(self, store: Any, query: str) -> Any:
+        return query
+
+    def _score(self, distance: float) -> float:
+        """The BM25 score: Milvus answers it as the distance, Milvus Lite as its negation
+        (smaller is better there); a BM25 score is never negative, so both read the same."""
+        return abs(distance)
 
 
 def files_expressions(settings: MilvusSettings, file_ids: Sequence[str]) -> Iterator[str]:
@@ -460,13 +623,14 @@ def write_chunks(
     ids: Sequence[str],
     texts: Sequence[str],
     metadatas: Sequence[dict[str, Any]],
-    vectors: Sequence[Sequence[float]],
+    vectors: Sequence[Sequence[float]] | None,
     replace_file_ids: Sequence[str],
     embedding_model: str = BUNDLED,
     device: str = "cpu",
     batch_size: int = 256,
 ) -> None:
-    """Replace every entity of ``replace_file_ids`` with the given chunks, then flush."""
+    """Replace every entity of ``replace_file_ids`` with the given chunks, then flush. A
+    full-text collection takes no vectors: the engine's BM25 function analyzes the text."""
     store = open_store(settings, base_dir, embedding_model, device)
     uri = settings.resolved_uri(base_dir)
     with _lock_for(uri):
@@ -478,7 +642,9 @@ def write_chunks(
             end = min(start + batch_size, len(ids))
             store.add_embeddings(
                 texts=list(texts[start:end]),
-                embeddings=[[float(x) for x in v] for v in vectors[start:end]],
+                embeddings=[]
+                if vectors is None
+                else [[float(x) for x in v] for v in vectors[start:end]],
                 metadatas=[dict(m) for m in metadatas[start:end]],
                 ids=list(ids[start:end]),
             )
@@ -488,6 +654,10 @@ def write_chunks(
 
 class MilvusStore(SettingsStore):
     """Ingest's writer for a Milvus collection."""
+
+    @property
+    def needs_vectors(self) -> bool:  # type: ignore[override]
+        return not self.settings.full_text
 
     def open(self) -> None:
         c = self.context
@@ -511,11 +681,29 @@ class MilvusStore(SettingsStore):
         )
 
 
+_dense_factory = settings_factory(MilvusRetriever)
+_full_text_factory = settings_factory(MilvusFullTextRetriever)
+
+
+def build_milvus_retriever(request: BuildRequest) -> MilvusRetriever:
+    """The dense or the full-text retriever, as ``search`` says."""
+    full_text = request.settings.full_text
+    return (_full_text_factory if full_text else _dense_factory)(request)
+
+
+def threshold_refusal(settings: MilvusSettings) -> str | None:
+    """Why ``similarity_threshold`` cannot apply to these settings (None when it can)."""
+    if settings.full_text:
+        return "search: full_text scores are BM25 scores, unbounded and not a similarity"
+    return None
+
+
 BACKEND = BackendSpec(
     name="milvus",
     settings=MilvusSettings,
-    factory=settings_factory(MilvusRetriever),
-    kind=MilvusRetriever.retrieval_kind,
+    factory=build_milvus_retriever,
+    kind=lambda settings: "lexical" if settings.full_text else "dense",
+    threshold_refusal=threshold_refusal,
     store=MilvusStore,
     # Milvus Lite's database file; a server's data expires by TTL only
     locations=lambda settings, base_dir: (

@@ -1,5 +1,6 @@
-"""``milvus`` through langchain-milvus, against a Milvus Lite file and against a Milvus server
-(``milvus-lite server``) on loopback that these tests start and stop by PID."""
+"""``milvus`` through langchain-milvus, dense and full text (BM25 inside the engine), against a
+Milvus Lite file and against a Milvus server (``milvus-lite server``) on loopback that these
+tests start and stop by PID."""
 
 from __future__ import annotations
 
@@ -191,3 +192,91 @@ def test_missing_collection_is_a_branch_error(milvus_uri, tmp_path):
     result = build_graph(config, base_dir=tmp_path).invoke({"query": "anything"})
     assert {b["status"] for b in result["branches"]} == {"failed"}
     assert "Milvus collection 'nowhere' does not exist" in " ".join(result["warnings"])
+
+
+# ------------------------------------------------------------------------------- full text
+
+
+def full_text_config(uri: str, collection: str = "tenant_words", **extra) -> dict:
+    return {
+        "name": "words",
+        "backend": "milvus",
+        "backend_config": {"collection": collection, "uri": uri, "search": "full_text", **extra},
+    }
+
+
+@pytest.fixture(scope="module")
+def full_text_ingested(milvus_uri, corpus_file, tmp_path_factory):
+    """Both branches on Milvus, written by one ingest: full text and dense, two collections."""
+    base_dir = tmp_path_factory.mktemp("milvus-full-text")
+    config = parse_config(
+        {
+            "retrievers": [
+                full_text_config(milvus_uri),
+                milvus_config(milvus_uri, collection="tenant_vectors"),
+            ],
+            "generator": {"min_similarity": None},
+        }
+    )
+    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    assert {"words (milvus)", "vectors (milvus)"} <= set(report.indexes)
+    return milvus_uri, base_dir, config
+
+
+def words(uri: str, base_dir: Path, **backend_config):
+    entry = MilvusEntry.model_validate(full_text_config(uri, **backend_config))
+    return build_retriever(entry, base_dir, EmbeddingsConfig())
+
+
+def test_full_text_finds_keyword_matches_only_with_bm25_scores(full_text_ingested):
+    uri, base_dir, _ = full_text_ingested
+    searcher = words(uri, base_dir)
+    docs = searcher.invoke("1937", k=6)
+    assert {d.metadata["record_id"] for d in docs} == {"acme-bridge", "globex-bridge"}
+    scores = [d.metadata["retrieval_score"] for d in docs]
+    assert all(s > 0 for s in scores) and scores == sorted(scores, reverse=True)
+    assert [d.metadata["record_id"] for d in searcher.invoke("Ritchie Thompson", k=6)] == [
+        "acme-unix"
+    ]
+    assert searcher.invoke("xylophone", k=6) == []  # dense would rank every chunk
+    assert len(docs[0].id) == 36 and "sparse" not in docs[0].metadata
+
+
+def test_full_text_tenant_filter_and_filter_expression(full_text_ingested):
+    uri, base_dir, _ = full_text_ingested
+    query = "Golden Gate Bridge Halley's Comet 1969 ENIAC"
+    for tenant in ("acme", "globex"):
+        docs = words(uri, base_dir).invoke(query, k=6, filters={"tenant": tenant})
+        assert len(docs) == 3 and {d.metadata["tenant"] for d in docs} == {tenant}
+    narrowed = words(uri, base_dir, filter_expression='record_id != "acme-bridge"')
+    docs = narrowed.invoke(query, k=6, filters={"tenant": "acme"})
+    assert {d.metadata["record_id"] for d in docs} == {"acme-comet", "acme-unix"}
+
+
+def test_full_text_and_dense_branches_in_one_graph(full_text_ingested):
+    uri, base_dir, config = full_text_ingested
+    result = build_graph(config, base_dir=base_dir).invoke(
+        {"query": BRIDGE_QUESTION, "tenant": "globex", "top_k": 3}
+    )
+    assert {b["retriever"]: b["status"] for b in result["branches"]} == {
+        "words": "ok",
+        "vectors": "ok",
+    }
+    assert {d["metadata"]["tenant"] for d in result["documents"]} == {"globex"}
+    both = [d for d in result["documents"] if len(d["sources"]) == 2]
+    assert both, "both collections hold the same chunk ids, so fusion merges their hits"
+
+
+def test_full_text_reingest_replaces_chunks(full_text_ingested, corpus_file):
+    uri, base_dir, config = full_text_ingested
+    ingest_paths([corpus_file], config, base_dir, progress=False)
+    docs = words(uri, base_dir).invoke("Golden Gate Comet Unix ENIAC", k=50)
+    assert len(docs) == len(TENANT_DOCS) and len({d.id for d in docs}) == len(TENANT_DOCS)
+
+
+def test_a_collection_written_for_one_search_is_refused_by_the_other(full_text_ingested):
+    uri, base_dir, _ = full_text_ingested
+    with pytest.raises(ValueError, match="has no BM25 function writing 'sparse'"):
+        words(uri, base_dir, collection="tenant_vectors").warm_up()
+    with pytest.raises(ValueError, match="has no vector field 'vector'.*search: full_text"):
+        retriever(uri, base_dir, **milvus_config(uri, collection="tenant_words")).warm_up()

@@ -292,6 +292,49 @@ def test_milvus_expression_in_both_metadata_layouts():
         milvus_expression({"bad key": 1}, None)
 
 
+def milvus_entry(**backend_config) -> dict:
+    return {
+        "name": "m",
+        "backend": "milvus",
+        "backend_config": {"collection": "c", **backend_config},
+    }
+
+
+def test_milvus_full_text_is_a_lexical_branch_with_bm25_defaults():
+    config = parse_config(with_entry(milvus_entry(search="full_text")))
+    entry = config.retrievers[1]
+    assert entry.retrieval_kind == "lexical"
+    assert retrieval_kind_of(make_retriever(entry, config, Path("."))) == "lexical"
+    index = entry.backend_config.full_text_index_params()
+    assert index["metric_type"] == "BM25"
+    assert index["params"] == {"bm25_k1": 1.5, "bm25_b": 0.75}  # the bm25 backend's defaults
+    dense = parse_config(with_entry(milvus_entry())).retrievers[1]
+    assert dense.retrieval_kind == "dense"
+
+
+@pytest.mark.parametrize(
+    ("backend_config", "expected"),
+    [
+        ({"bm25_k1": 1.2}, "backend_config: bm25_k1: only applies with search: full_text"),
+        ({"analyzer_params": {"type": "english"}}, "analyzer_params: only applies with search"),
+        (
+            {"sparse_field": "words"},
+            "backend_config: sparse_field: only applies with search: full_text",
+        ),
+        ({"search": "bm25"}, "backend_config.search: Input should be 'dense' or 'full_text'"),
+        ({"search": "full_text", "bm25_b": 2}, "backend_config.bm25_b: Input should be less"),
+        ({"search": "full_text", "sparse_field": "a b"}, "sparse_field: String should match"),
+    ],
+)
+def test_milvus_full_text_settings_are_checked_at_load_time(backend_config, expected):
+    assert expected in error_of(with_entry(milvus_entry(**backend_config)))
+
+
+def test_milvus_full_text_refuses_a_similarity_threshold():
+    entry = {**milvus_entry(search="full_text"), "similarity_threshold": 0.5}
+    assert "BM25 scores" in error_of(with_entry(entry))
+
+
 # ------------------------------------------------------------------------------- wire helpers
 
 
