@@ -561,6 +561,10 @@ class MilvusFullTextRetriever(MilvusRetriever):
     def _anns_field(self) -> str:
         return self.settings.sparse
 
+    def query_embedding(self) -> tuple[str, str] | None:
+        """None: the engine analyzes the query text, nothing is embedded."""
+        return None
+
     def _query_data(self, store: Any, query: str) -> Any:
         return query
 

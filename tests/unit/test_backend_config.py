@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from parallel_rag.backends.base import retrieval_kind_of
+from parallel_rag.backends.base import query_embedding, retrieval_kind_of
 from parallel_rag.backends.external_api import (
     ExternalAPIRetriever,
     ExternalAPISettings,
@@ -304,7 +304,8 @@ def test_milvus_full_text_is_a_lexical_branch_with_bm25_defaults():
     config = parse_config(with_entry(milvus_entry(search="full_text")))
     entry = config.retrievers[1]
     assert entry.retrieval_kind == "lexical"
-    assert retrieval_kind_of(make_retriever(entry, config, Path("."))) == "lexical"
+    searcher = make_retriever(entry, config, Path("."))
+    assert retrieval_kind_of(searcher) == "lexical" and query_embedding(searcher) is None
     index = entry.backend_config.full_text_index_params()
     assert index["metric_type"] == "BM25"
     assert index["params"] == {"bm25_k1": 1.5, "bm25_b": 0.75}  # the bm25 backend's defaults
