@@ -54,7 +54,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         chunk_overlap=args.chunk_overlap,
         extra_metadata=metadata or None,
         store=args.store,
+        skip_bad_files=args.skip_bad_files,
+        max_file_mb=args.max_file_mb,
     )
+    for line in report.skipped:
+        print(f"skipped {line}", file=sys.stderr)
     unchanged = f"; already up to date: {', '.join(report.unchanged)}" if report.unchanged else ""
     print(
         f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
@@ -237,7 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    ingest = commands.add_parser("ingest", help="index .md/.txt/.jsonl files into every index")
+    ingest = commands.add_parser(
+        "ingest",
+        help="index .md/.txt/.jsonl/.csv/.pdf/.html/.docx/.pptx files into every index",
+    )
     ingest.add_argument("paths", nargs="+", help="files or directories")
     ingest.add_argument("--chunk-size", type=int, default=1000)
     ingest.add_argument("--chunk-overlap", type=int, default=150)
@@ -252,6 +259,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="write only into the managed vector store NAME (created if needed); "
         "a `vectorstore` retriever selects it with vector_store_id: NAME",
+    )
+    ingest.add_argument(
+        "--skip-bad-files",
+        action="store_true",
+        help="index the usable files and list the bad ones (default: a bad file stops the "
+        "ingest before anything is written)",
+    )
+    ingest.add_argument(
+        "--max-file-mb",
+        type=float,
+        default=200.0,
+        metavar="MB",
+        help="files larger than this are bad files (default 200)",
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress bars")
     ingest.set_defaults(run=cmd_ingest)

@@ -1,33 +1,50 @@
-"""Reading user files into chunks: markdown, plain text and JSONL documents.
+"""Reading user files into chunks: Markdown, text, JSONL, CSV, PDF, HTML, DOCX and PPTX.
 
-Chunks get stable ids (UUIDv5 of file id, record id and chunk number) so every index agrees on
-them and re-ingesting a file replaces its chunks instead of duplicating them. Files are decoded
-strictly: invalid UTF-8 is an error naming the file, raised before anything is written.
+The converters (``studio/documents/``) turn a file into records of segments (a page, a slide,
+a body); this module cuts each segment into chunks, never across two, and stamps them with
+``source``, ``file_id``, ``title``, ``chunk_index`` and the structure metadata: ``page`` (PDF,
+1-based), ``slide`` (PPTX), ``section`` (the heading path, for Markdown, HTML and DOCX; a
+slide's title). Chunks get stable ids (UUIDv5 of file id, record id and chunk number) so every
+index agrees on them and re-ingesting a file replaces its chunks instead of duplicating them.
+Files are decoded strictly: invalid UTF-8 is an error naming the file, raised before anything
+is written.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_text_splitters import (
-    Language,
-    RecursiveCharacterTextSplitter,
+from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+from parallel_rag.studio.documents import (
+    DEFAULT_MAX_FILE_MB,
+    SUPPORTED_SUFFIXES,
+    BadFileError,
+    DocumentLoadError,
+    Record,
+    Segment,
+    convert_file,
 )
+from parallel_rag.studio.documents.markdown import SectionIndex
 
-SUPPORTED_SUFFIXES = {".md", ".markdown", ".txt", ".jsonl"}
 CHUNK_NAMESPACE = uuid.UUID("6f1d9a52-3c1e-4d7e-9b8a-5d2f0c7e4a11")
 DEFAULT_CHUNK_SIZE = 1000
 DEFAULT_CHUNK_OVERLAP = 150
 
-
-class DocumentLoadError(ValueError):
-    """A file could not be read as a document; the message names the file (and line)."""
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "BadFileError",
+    "Chunk",
+    "DocumentLoadError",
+    "chunk_records",
+    "discover_files",
+    "file_id_for",
+    "load_chunks",
+]
 
 
 @dataclass
@@ -48,17 +65,19 @@ def chunk_id_for(file_id: str, record_id: str, number: int) -> str:
     return str(uuid.uuid5(CHUNK_NAMESPACE, f"{file_id}\x1f{record_id}\x1f{number}"))
 
 
+def _supported(path: Path) -> bool:
+    return path.suffix.lower() in SUPPORTED_SUFFIXES
+
+
 def discover_files(paths: Iterable[str | Path]) -> list[Path]:
     """Supported files under the given files/directories, sorted; unknown paths are errors."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found.extend(
-                p for p in sorted(path.rglob("*")) if p.is_file() and p.suffix in SUPPORTED_SUFFIXES
-            )
+            found.extend(p for p in sorted(path.rglob("*")) if p.is_file() and _supported(p))
         elif path.is_file():
-            if path.suffix not in SUPPORTED_SUFFIXES:
+            if not _supported(path):
                 raise DocumentLoadError(
                     f"{path}: unsupported file type '{path.suffix}' "
                     f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})"
@@ -69,54 +88,84 @@ def discover_files(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise DocumentLoadError(
-            f"{path}: not valid UTF-8 (byte {error.start}); nothing was ingested"
-        ) from None
-
-
-def _display_source(path: Path) -> str:
+def display_source(path: Path) -> str:
+    """How citations name a file: relative to the working directory when under it."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path.resolve())
 
 
-def _splitter(suffix: str, chunk_size: int, chunk_overlap: int) -> RecursiveCharacterTextSplitter:
-    if suffix in {".md", ".markdown"}:
+def _splitter(
+    markdown: bool, chunk_size: int, chunk_overlap: int
+) -> RecursiveCharacterTextSplitter:
+    if markdown:
         return RecursiveCharacterTextSplitter.from_language(
-            Language.MARKDOWN, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+            Language.MARKDOWN,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            add_start_index=True,
         )
-    return RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-
-
-def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
-    for line_number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DocumentLoadError(f"{path}:{line_number}: not valid JSON: {error.msg}") from None
-        if not isinstance(record, dict):
-            raise DocumentLoadError(f"{path}:{line_number}: each line must be a JSON object")
-        body = record.get("text", record.get("content"))
-        if not isinstance(body, str) or not body.strip():
-            raise DocumentLoadError(f"{path}:{line_number}: field 'text' (or 'content') is missing")
-        record_id = str(record.get("id", record.get("_id", line_number)))
-        title = str(record.get("title") or "")
-        metadata = record.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise DocumentLoadError(f"{path}:{line_number}: field 'metadata' must be an object")
-        yield record_id, title, body, metadata
+    return RecursiveCharacterTextSplitter(
+        chunk_size=chunk_size, chunk_overlap=chunk_overlap, add_start_index=True
+    )
 
 
 def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     """Only scalar metadata is kept, so every backend can filter on it."""
     return {str(k): v for k, v in metadata.items() if isinstance(v, str | int | float | bool)}
+
+
+def _pieces(segment: Segment, chunk_size: int, chunk_overlap: int) -> list[tuple[str, str]]:
+    """(text, section) of each chunk of one segment; the section is the heading path in force
+    where the chunk starts (Markdown only)."""
+    splitter = _splitter(segment.markdown, chunk_size, chunk_overlap)
+    sections = SectionIndex(segment.text) if segment.markdown else None
+    pieces = []
+    for document in splitter.create_documents([segment.text]):
+        if not document.page_content.strip():
+            continue
+        start = document.metadata.get("start_index", -1)
+        section = sections.at(max(start, 0)) if sections is not None else ""
+        pieces.append((document.page_content, section))
+    return pieces
+
+
+def chunk_records(
+    records: Iterable[Record],
+    *,
+    file_id: str,
+    source: str,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    extra_metadata: dict[str, Any] | None = None,
+) -> list[Chunk]:
+    """The chunks of one file's (or one LangChain source's) records: numbered per record
+    across its segments, so ids are stable and no chunk crosses a page or slide."""
+    chunks: list[Chunk] = []
+    for record in records:
+        number = 0
+        for segment in record.segments:
+            for piece, section in _pieces(segment, chunk_size, chunk_overlap):
+                content = f"{record.title}\n{piece}" if record.record_id and record.title else piece
+                metadata = {
+                    **_flat(record.metadata),
+                    **(extra_metadata or {}),
+                    "source": source + (f"#{record.record_id}" if record.record_id else ""),
+                    "file_id": file_id,
+                    "title": record.title,
+                    "chunk_index": number,
+                    **_flat(segment.metadata),
+                }
+                if section:
+                    metadata["section"] = section
+                if record.record_id:
+                    metadata["record_id"] = record.record_id
+                chunks.append(
+                    Chunk(chunk_id_for(file_id, record.record_id, number), content, metadata)
+                )
+                number += 1
+    return chunks
 
 
 def load_chunks(
@@ -125,32 +174,15 @@ def load_chunks(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     extra_metadata: dict[str, Any] | None = None,
+    max_file_mb: float = DEFAULT_MAX_FILE_MB,
 ) -> list[Chunk]:
-    """All chunks of one file, with ``source``, ``file_id``, ``title`` and position metadata."""
-    text = _read_text(path)
-    file_id = file_id_for(path)
-    source = _display_source(path)
-    splitter = _splitter(path.suffix, chunk_size, chunk_overlap)
-    if path.suffix == ".jsonl":
-        records = list(_jsonl_records(path, text))
-    else:
-        first = next((line for line in text.splitlines() if line.strip()), "")
-        title = first.lstrip("#").strip() if first.startswith("#") else path.stem
-        records = [("", title, text, {})]
-    chunks: list[Chunk] = []
-    for record_id, title, body, record_metadata in records:
-        pieces = [p for p in splitter.split_text(body) if p.strip()]
-        for number, piece in enumerate(pieces):
-            content = f"{title}\n{piece}" if path.suffix == ".jsonl" and title else piece
-            metadata = {
-                **_flat(record_metadata),
-                **(extra_metadata or {}),
-                "source": source + (f"#{record_id}" if record_id else ""),
-                "file_id": file_id,
-                "title": title,
-                "chunk_index": number,
-            }
-            if record_id:
-                metadata["record_id"] = record_id
-            chunks.append(Chunk(chunk_id_for(file_id, record_id, number), content, metadata))
-    return chunks
+    """All chunks of one file, with ``source``, ``file_id``, ``title``, position and structure
+    metadata; a file that cannot be used raises ``BadFileError`` naming it and the reason."""
+    return chunk_records(
+        convert_file(path, max_file_mb=max_file_mb),
+        file_id=file_id_for(path),
+        source=display_source(path),
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        extra_metadata=extra_metadata,
+    )

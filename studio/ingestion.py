@@ -44,12 +44,15 @@ from parallel_rag.graph.configuration import (
     RetrieverEntry,
 )
 from parallel_rag.studio.document_loading import (
+    SUPPORTED_SUFFIXES,
+    BadFileError,
     Chunk,
     DocumentLoadError,
     discover_files,
     file_id_for,
     load_chunks,
 )
+from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, MissingExtraError
 from tqdm.auto import tqdm
 
 EMBED_BATCH = 64
@@ -65,6 +68,7 @@ class IngestReport:
     unchanged: list[str] = field(default_factory=list)  # indexes that already held it all
     embedded: int = 0  # chunks embedded (unchanged files are not)
     sentences: int = 0  # sentence vectors embedded and stored (ones already stored are not)
+    skipped: list[str] = field(default_factory=list)  # bad files left out (--skip-bad-files)
 
 
 def add_chunk_hashes(chunks: Sequence[Chunk], embedding_model: str) -> None:
@@ -178,6 +182,25 @@ def writer_for(entry: RetrieverEntry, context: BackendContext) -> StoreWriter:
     return writer
 
 
+def ingest_targets(config: PipelineConfig, store: str | None) -> list[RetrieverEntry]:
+    """The stores an ingest writes: every writable configured one, or the managed vector store
+    ``store`` alone."""
+    if store is not None:
+        return [
+            ENTRY_MODELS["vectorstore"].model_validate(
+                {
+                    "name": "store",
+                    "backend": "vectorstore",
+                    "backend_config": {"vector_store_id": store, "root": store_root(config)},
+                }
+            )
+        ]
+    targets = writable_targets(config)
+    if not targets:
+        raise ConfigError("retrievers: no configured retriever has an index parallel-rag can write")
+    return targets
+
+
 def ingest_paths(
     paths: Iterable[str | Path],
     config: PipelineConfig,
@@ -188,39 +211,66 @@ def ingest_paths(
     chunk_overlap: int = 150,
     extra_metadata: dict[str, Any] | None = None,
     store: str | None = None,
+    skip_bad_files: bool = False,
+    max_file_mb: float = DEFAULT_MAX_FILE_MB,
 ) -> IngestReport:
     """Ingest files or directories into every index the config names (bm25, qdrant, milvus,
-    vectorstore), or only into the managed vector store ``store``."""
-    if store is not None:
-        targets = [
-            ENTRY_MODELS["vectorstore"].model_validate(
-                {
-                    "name": "store",
-                    "backend": "vectorstore",
-                    "backend_config": {"vector_store_id": store, "root": store_root(config)},
-                }
-            )
-        ]
-    else:
-        targets = writable_targets(config)
-    if not targets:
-        raise ConfigError("retrievers: no configured retriever has an index parallel-rag can write")
+    vectorstore), or only into the managed vector store ``store``.
+
+    Every file is converted before anything is written. A bad file (corrupt, encrypted, no
+    text, over ``max_file_mb``...) is one line naming it and the reason: by default all bad
+    files are listed and nothing is written; ``skip_bad_files`` writes the others and lists the
+    bad ones in ``report.skipped``. A converter's missing extra stops the run either way."""
+    targets = ingest_targets(config, store)
     files = discover_files(paths)
     if not files:
-        raise DocumentLoadError("no .md, .txt or .jsonl files found in the given paths")
-    chunks: list[Chunk] = []
-    for path in tqdm(files, desc="reading", unit="file", disable=not progress):
-        chunks.extend(
-            load_chunks(
-                path,
-                chunk_size=chunk_size,
-                chunk_overlap=chunk_overlap,
-                extra_metadata=extra_metadata,
-            )
+        raise DocumentLoadError(
+            f"no {', '.join(sorted(SUPPORTED_SUFFIXES))} files found in the given paths"
         )
-    file_ids = {file_id_for(path) for path in files}
+    chunks: list[Chunk] = []
+    bad: dict[Path, str] = {}
+    for path in tqdm(files, desc="reading", unit="file", disable=not progress):
+        try:
+            chunks.extend(
+                load_chunks(
+                    path,
+                    chunk_size=chunk_size,
+                    chunk_overlap=chunk_overlap,
+                    extra_metadata=extra_metadata,
+                    max_file_mb=max_file_mb,
+                )
+            )
+        except MissingExtraError:
+            raise
+        except BadFileError as error:
+            bad[path] = str(error)
+    if bad and (not skip_bad_files or len(bad) == len(files)):
+        reason = "no usable file" if skip_bad_files else "nothing was ingested"
+        raise BadFileError(
+            f"{len(bad)} bad file(s), {reason} (--skip-bad-files indexes the others):\n  "
+            + "\n  ".join(bad.values())
+        )
+    good = [p for p in files if p not in bad]
+    report = write_chunks(
+        chunks, {file_id_for(p) for p in good}, config, base_dir, targets, store, progress
+    )
+    report.files, report.skipped = [str(p) for p in good], list(bad.values())
+    return report
+
+
+def write_chunks(
+    chunks: list[Chunk],
+    file_ids: set[str],
+    config: PipelineConfig,
+    base_dir: Path,
+    targets: list[RetrieverEntry],
+    store: str | None,
+    progress: bool,
+) -> IngestReport:
+    """Write the chunks of ``file_ids`` into ``targets``, each file's chunks replacing what the
+    store held for it, skipping stores whose chunks of a file are unchanged (see the module)."""
     add_chunk_hashes(chunks, config.embeddings.model)
-    report = IngestReport(files=[str(p) for p in files], chunks=len(chunks))
+    report = IngestReport(chunks=len(chunks))
 
     stored = config.generator.sentence_vectors
     context = replace(
