@@ -163,9 +163,10 @@ CHOICE = """
   PyPDFium2Loader wraps the same library at ~35 MB more RSS (its imports).
 - **HTML: BeautifulSoup (lxml) + markdownify**, dropping script/style/nav/header/footer/aside/
   form and keeping `<main>` (else `<article>`, else `<body>`). No chrome word left, the same
-  text as trafilatura once links are stripped, ~30 MB less RSS; trafilatura is faster but its
-  boilerplate scoring can drop short paragraphs, and BSHTMLLoader keeps the sidebar and header
-  (chrome words left) and loses headings.
+  text as trafilatura once links are stripped, ~30 MB less RSS; trafilatura is ~1.5x faster
+  but picks the main content by scoring paragraphs as boilerplate (a heuristic), where this
+  keeps every word of the main element; BSHTMLLoader keeps the sidebar and header (chrome
+  words left) and loses headings. The machine was loaded (see load): compare CPU columns.
 - **DOCX: mammoth + markdownify**: every heading (as Markdown, so `section` works) and every
   table cell; python-docx's paragraphs miss the tables, docx2txt (Docx2txtLoader) is fastest
   but loses the headings, so no `section`.
