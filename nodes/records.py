@@ -95,11 +95,17 @@ class BranchRecord(TypedDict):
 
 
 class Citation(TypedDict):
-    """One evidence block the answer cites, by its number in the prompt."""
+    """One evidence block the answer cites, by its number in the prompt, and where in its file
+    it sits when the file has structure: ``page`` (PDF, 1-based; ``page_end`` when a chunk
+    spans pages), ``slide`` (PPTX), ``section`` (heading path)."""
 
     number: int
     id: str
     source: str | None
+    page: NotRequired[int]
+    page_end: NotRequired[int]
+    slide: NotRequired[int]
+    section: NotRequired[str]
 
 
 def branch_key(view_index: int, retriever: str) -> str:

@@ -68,7 +68,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def format_answer(result: dict) -> str:
-    """Human-readable answer: text, the cited sources, and which branches found them."""
+    """Human-readable answer: text, the cited sources (with page, slide or section: ``manual.pdf
+    p. 6``), and which branches found them."""
+    from parallel_rag.nodes.generate.citations import source_label
+
     lines = [result["answer"], ""]
     cited = {c["number"] for c in result["citations"]}
     if result["documents"]:
@@ -80,7 +83,7 @@ def format_answer(result: dict) -> str:
             + ("" if s["view_kind"] == "original" else f" ({s['view_kind']})")
             for s in doc["sources"]
         )
-        source = doc["metadata"].get("source") or doc["id"]
+        source = source_label(doc)
         lines.append(
             f" {marker}[{number}] {source}  (fused {doc['fused_score']:.4f}; found by {found_by})"
         )

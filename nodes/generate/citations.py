@@ -8,9 +8,14 @@ never passed on as real.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from parallel_rag.nodes import prompts
+from parallel_rag.nodes.records import Citation
+
+LOCATION_FIELDS = ("page", "page_end", "slide", "section")
 
 # "[2]" or a group "[1, 3]"; the leading space goes with it when a citation is dropped
 _CITATION = re.compile(r"([ \t]*)\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\]")
@@ -81,3 +86,32 @@ def check_citations(text: str, available: int) -> GeneratedAnswer:
     if not valid and text != prompts.INSUFFICIENT_EVIDENCE:
         warnings.append("generator answer cites no evidence block")
     return GeneratedAnswer(text, valid, warnings)
+
+
+def location(metadata: Mapping[str, Any]) -> str:
+    """Where in its file a chunk sits, as people cite it: ``p. 6`` (``pp. 6-7``), ``slide 3``,
+    else ``§ Setup > Linux``; '' for a chunk of a file without structure."""
+    page, end = metadata.get("page"), metadata.get("page_end")
+    if page:
+        return f"pp. {page}-{end}" if end and end != page else f"p. {page}"
+    if metadata.get("slide"):
+        return f"slide {metadata['slide']}"
+    return f"§ {metadata['section']}" if metadata.get("section") else ""
+
+
+def source_label(document: Mapping[str, Any]) -> str:
+    """A document's source with its location (``manual.pdf p. 6``): what every surface shows."""
+    metadata = document.get("metadata") or {}
+    where = location(metadata)
+    source = str(metadata.get("source") or document["id"])
+    return f"{source} {where}" if where else source
+
+
+def citation(number: int, document: Mapping[str, Any]) -> Citation:
+    """The citation of evidence block ``number``: its id, source and location fields."""
+    metadata = document.get("metadata") or {}
+    cited = Citation(number=number, id=document["id"], source=metadata.get("source"))
+    for name in LOCATION_FIELDS:
+        if metadata.get(name) not in (None, ""):
+            cited[name] = metadata[name]  # type: ignore[literal-required]
+    return cited

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from parallel_rag.nodes import prompts
+from parallel_rag.nodes.generate.citations import source_label
 
 
 def neutralize(text: str) -> str:
@@ -37,8 +38,7 @@ def format_evidence(documents: Sequence[Mapping[str, Any]], max_chars: int) -> s
     """
     blocks = []
     for number, doc in enumerate(documents, start=1):
-        source = doc.get("metadata", {}).get("source") or doc["id"]
-        source = neutralize(" ".join(str(source).split()))
+        source = neutralize(" ".join(source_label(doc).split()))
         blocks.append((number, source, neutralize(doc["content"].strip())))
     full = prompts.EVIDENCE_HEADER + "".join("\n\n" + _evidence_block(*block) for block in blocks)
     if len(full) <= max_chars:

@@ -15,9 +15,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
-from parallel_rag.nodes.generate.citations import GeneratedAnswer
+from parallel_rag.nodes.generate.citations import GeneratedAnswer, citation
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
-from parallel_rag.nodes.records import Citation
 
 
 class GenerateNode:
@@ -42,14 +41,7 @@ class GenerateNode:
                 generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [], done.warnings)
             else:
                 generated = done.value
-        citations = [
-            Citation(
-                number=n,
-                id=documents[n - 1]["id"],
-                source=documents[n - 1]["metadata"].get("source"),
-            )
-            for n in generated.cited_numbers
-        ]
+        citations = [citation(n, documents[n - 1]) for n in generated.cited_numbers]
         return {
             "answer": generated.answer,
             "citations": citations,
