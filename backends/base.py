@@ -341,7 +341,10 @@ class BackendSpec:
     watches to expire when an ingest rewrites the store. ``evaluable`` says ``parallel-rag
     eval`` can index a benchmark collection into it (it needs a ``store`` with
     ``write_collection``). ``summary`` gives, from the settings, what a route preview shows of
-    them besides the entry's own fields (a hybrid: its legs' names and strategy).
+    them besides the entry's own fields (a hybrid: its legs' names and strategy). ``check``
+    looks at the settings against the whole validated configuration when it loads (an ``mcp``
+    entry's server must be declared under ``mcp_servers``): it raises ``SettingError`` naming
+    the field, and the configuration reports it under the entry.
     """
 
     name: str
@@ -354,6 +357,7 @@ class BackendSpec:
     locations: Callable[[Any, Path], Sequence[Path]] | None = None
     evaluable: bool = False
     summary: Callable[[Any], Mapping[str, Any]] | None = None
+    check: Callable[[Any, Any], object] | None = None
 
     def kind_of(self, settings: Any) -> RetrievalKind:
         return self.kind if isinstance(self.kind, str) else self.kind(settings)

@@ -832,11 +832,10 @@ class MCPRetriever(SearchKwargsRetriever):
         return kept[:limit]
 
 
-def build_mcp(request: BuildRequest) -> MCPRetriever:
-    """The retriever of an ``mcp`` entry, on the server its ``server_name`` declares under the
-    configuration's ``mcp_servers``, checked against the server's tool list."""
-    settings: MCPSettings = request.settings
-    servers = getattr(request.pipeline, "mcp_servers", None) or {}
+def declared_server(settings: MCPSettings, pipeline: Any) -> MCPServerConfig:
+    """The server ``server_name`` names under the configuration's ``mcp_servers``;
+    ``SettingError`` on ``server_name`` when there is none."""
+    servers = getattr(pipeline, "mcp_servers", None) or {}
     server = servers.get(settings.server_name)
     if server is None:
         raise SettingError(
@@ -844,9 +843,16 @@ def build_mcp(request: BuildRequest) -> MCPRetriever:
             f"no MCP server '{settings.server_name}' under mcp_servers "
             f"(declared: {sorted(servers)})",
         )
+    return server
+
+
+def build_mcp(request: BuildRequest) -> MCPRetriever:
+    """The retriever of an ``mcp`` entry, on the server its ``server_name`` declares under the
+    configuration's ``mcp_servers``, checked against the server's tool list."""
+    settings: MCPSettings = request.settings
     retriever = MCPRetriever(
         settings=settings,
-        server=server,
+        server=declared_server(settings, request.pipeline),
         base_dir=request.context.base_dir,
         k=request.k,
         score_threshold=request.entry.similarity_threshold,
@@ -861,4 +867,5 @@ BACKEND = BackendSpec(
     settings=MCPSettings,
     factory=build_mcp,
     kind=lambda settings: settings.retrieval_kind,
+    check=declared_server,
 )

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from parallel_rag.backends.base import BackendSpec, RetrievalKind
+from parallel_rag.backends.base import BackendSpec, RetrievalKind, SettingError
 from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.mcp import MCPServerConfig
-from parallel_rag.backends.registry import BACKENDS, REFUSED
+from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries
 from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
 from parallel_rag.nodes.chat_models import ChatModelSettings
 from parallel_rag.nodes.failure_policy import FailurePolicy
@@ -409,17 +409,16 @@ class PipelineConfig(_Strict):
         unknown = sorted(set(self.fusion.weights) - set(names))
         if unknown:
             raise ValueError(f"fusion.weights: unknown retriever name(s) {unknown}")
-        for entry in self.retrievers:  # an mcp entry (or a hybrid's mcp leg) names a server
-            legs = [getattr(entry.backend_config, leg) for leg in entry.spec.legs]
-            for used in (entry, *legs):
-                if used is None or used.backend != "mcp":
-                    continue
-                if used.backend_config.server_name not in self.mcp_servers:
-                    raise ValueError(
-                        f"retrievers.{used.name}.backend_config.server_name: no MCP server "
-                        f"'{used.backend_config.server_name}' under mcp_servers "
-                        f"(declared: {sorted(self.mcp_servers)})"
-                    )
+        for used in leaf_entries(self.retrievers):  # e.g. an mcp entry names a declared server
+            check = BACKENDS[used.backend].check
+            if check is None:
+                continue
+            try:
+                check(used.backend_config, self)
+            except SettingError as error:
+                raise ValueError(
+                    f"retrievers.{used.name}.backend_config.{error.field}: {error}"
+                ) from None
         dense_extra = (info.context or {}).get("extra_dense", [])
         if (
             self.rewriter is not None

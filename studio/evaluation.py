@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.base import BackendContext, ChunkBatch
-from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.backends.registry import store_writer
+from parallel_rag.backends.registry import collection_writer, evaluable_backends
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.graph.state import MAX_TOP_K
@@ -87,32 +86,26 @@ def corpus_chunks(corpus: dict[str, dict[str, str]]) -> list[Chunk]:
 def index_corpus(
     corpus: dict[str, dict[str, str]], config: PipelineConfig, base_dir: Path, progress=False
 ) -> None:
-    """Write the corpus, one unit per document, into every bm25 and dense index of ``config``."""
+    """Write the corpus, one unit per document, into every index of ``config`` an evaluation
+    can write (``evaluable_backends``; the others are left alone), embedded once for those
+    that need vectors."""
     chunks = corpus_chunks(corpus)
     vectors = None
+    embeddings = config.embeddings
+    context = BackendContext(base_dir, embeddings.model, embeddings.device)
     for entry in config.retrievers:
-        if entry.backend == "bm25":
-            settings = entry.backend_config
-            BM25Index.from_chunks(
-                [(c.id, c.content, c.metadata) for c in chunks],
-                engine=settings.engine,
-                k1=settings.k1,
-                b=settings.b,
-            ).save(settings.index_dir(base_dir))
-        elif entry.backend in EVALUABLE:
-            if vectors is None:
-                vectors = embed_chunks(
-                    chunks, config.embeddings.model, config.embeddings.device, progress
-                )
-            embeddings = config.embeddings
-            context = BackendContext(base_dir, embeddings.model, embeddings.device)
-            batch = ChunkBatch(
-                ids=[c.id for c in chunks],
-                texts=[c.content for c in chunks],
-                metadatas=[c.metadata for c in chunks],
-                vectors=vectors,
-            )
-            store_writer(entry.backend, entry.backend_config, context).write(batch, [])
+        if entry.backend not in evaluable_backends():
+            continue
+        writer = collection_writer(entry.backend, entry.backend_config, context)
+        if writer.needs_vectors and vectors is None:
+            vectors = embed_chunks(chunks, embeddings.model, embeddings.device, progress)
+        batch = ChunkBatch(
+            ids=[c.id for c in chunks],
+            texts=[c.content for c in chunks],
+            metadatas=[c.metadata for c in chunks],
+            vectors=vectors if writer.needs_vectors else None,
+        )
+        writer.write_collection(batch)
 
 
 def ranked_doc_ids(items: Iterable[Any]) -> list[str]:
@@ -159,9 +152,6 @@ def single_retrievers(config: PipelineConfig, base_dir: Path) -> dict[str, Any]:
     return {entry.name: make_retriever(entry, config, base_dir) for entry in config.retrievers}
 
 
-EVALUABLE = ("bm25", "qdrant", "qdrant_edge")
-
-
 def evaluate(
     folder: str | Path,
     config: PipelineConfig,
@@ -183,10 +173,11 @@ def evaluate(
     from parallel_rag.graph.builder import build_graph
 
     for position, entry in enumerate(config.retrievers):
-        if entry.backend not in EVALUABLE:
+        if entry.backend not in evaluable_backends():
             raise ConfigError(
-                f"retrievers.{position}.backend: eval indexes the collection into bm25 and "
-                f"qdrant retrievers only, not {entry.backend!r} ({entry.name})"
+                f"retrievers.{position}.backend: eval indexes the collection into "
+                f"{', '.join(evaluable_backends())} retrievers only, not {entry.backend!r} "
+                f"({entry.name})"
             )
     measures = list(measures)
     for measure in measures:

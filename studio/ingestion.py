@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
 from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
-from parallel_rag.backends.registry import BACKENDS, store_writer
+from parallel_rag.backends.registry import BACKENDS, leaf_entries, store_writer
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.backends.vectorstore import DEFAULT_ROOT
@@ -103,12 +103,7 @@ def changed_files(
 def writable_targets(config: PipelineConfig) -> list[RetrieverEntry]:
     """Every store ingest can write (its backend registers a store writer), a hybrid's legs
     included, each once."""
-    found: list[RetrieverEntry] = []
-    for entry in config.retrievers:
-        legs = BACKENDS[entry.backend].legs  # type: ignore[attr-defined]
-        nested = [getattr(entry.backend_config, leg) for leg in legs]  # type: ignore[attr-defined]
-        candidates = [leg for leg in nested if leg is not None] if legs else [entry]
-        found.extend(c for c in candidates if BACKENDS[c.backend].store is not None)
+    found = [e for e in leaf_entries(config.retrievers) if BACKENDS[e.backend].store is not None]
     unique: dict[str, RetrieverEntry] = {}
     for entry in found:
         unique.setdefault(f"{entry.backend}:{entry.backend_config.model_dump_json()}", entry)
