@@ -127,7 +127,7 @@ def _resolve_config(
     names = list(extra)
     dense = [n for n, r in extra.items() if retrieval_kind_of(r) == "dense"]
     if isinstance(config, PipelineConfig) and not extra:
-        # already validated, by its own class: a route's pipeline (graph/routes.py) may be one
+        # already validated, by its own class: a route pipeline (studio/router/plugin.py) may be one
         # backend, the single-backend rag plugin block, where the top-level pipeline needs 2..4
         return config, Path.cwd()
     if isinstance(config, PipelineConfig | Mapping):

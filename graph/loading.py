@@ -102,10 +102,18 @@ def load_config(
             parse_config(default_config_dict(), source="embedded defaults", **extras),
             Path.cwd(),
         )
+    data = read_yaml(chosen)
+    return parse_config(data, source=str(chosen), **extras), chosen.parent.resolve()
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """A config file's YAML (an empty file is an empty mapping); ``ConfigError`` names the
+    file when it is missing or not YAML."""
+    chosen = Path(path)
     if not chosen.is_file():
         raise ConfigError(f"config file not found: {chosen}")
     try:
         data = yaml.safe_load(chosen.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ConfigError(f"{chosen}: not valid YAML: {error}") from None
-    return parse_config(data or {}, source=str(chosen), **extras), chosen.parent.resolve()
+    return data or {}

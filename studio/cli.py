@@ -15,7 +15,7 @@ EXIT_USAGE = 2
 
 def _router_file(config: str | None) -> str | None:
     """The config file when it has a ``routing`` section (the OpenAI-compatible router)."""
-    from parallel_rag.graph.routes import is_router_file
+    from parallel_rag.studio.router.configuration import is_router_file
 
     chosen = config or os.environ.get("PARALLEL_RAG_CONFIG") or "parallel-rag.yaml"
     return chosen if is_router_file(chosen) else None
@@ -26,7 +26,7 @@ def _load(config: str | None):
 
     router_file = _router_file(config)
     if router_file is not None:  # a router file's top-level pipeline is what ingest writes
-        from parallel_rag.graph.routes import load_router
+        from parallel_rag.studio.router.configuration import load_router
 
         _, pipeline, base_dir = load_router(router_file)
         if pipeline is None:
@@ -125,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = AdmissionLimits(**{k: v for k, v in bounds.items() if v is not None})
     router_file = _router_file(args.config)
     if router_file is not None:  # LangServe plus /v1/chat/completions, one app and gate
-        from parallel_rag.studio.openai_router import serve_router
+        from parallel_rag.studio.router.app import serve_router
 
         serve_router(router_file, host=args.host, port=args.port, path=args.path, limits=limits)
         return 0
@@ -134,7 +134,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
-    from parallel_rag.studio.openai_router import RouterError, preview_question
+    from parallel_rag.studio.router.app import preview_question
+    from parallel_rag.studio.router.errors import RouterError
 
     router_file = _router_file(args.config)
     if router_file is None:

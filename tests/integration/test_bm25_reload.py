@@ -21,9 +21,10 @@ from parallel_rag.backends.bm25 import BM25Retriever, index_stamp
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.loading import load_config
-from parallel_rag.graph.routes import parse_router
 from parallel_rag.studio.ingestion import ingest_paths
-from parallel_rag.studio.openai_router import RouterRuntime
+from parallel_rag.studio.router.configuration import parse_router
+from parallel_rag.studio.router.retrieval import retrieve as route_context
+from parallel_rag.studio.router.runtime import RouterRuntime
 
 pytestmark = pytest.mark.integration
 
@@ -190,7 +191,7 @@ def test_the_router_context_cache_is_emptied_and_refilled_from_the_new_index(wor
     route = runtime.routes["docs"]
 
     def retrieve():
-        return asyncio.run(runtime.retrieve(route, QUESTION, None))
+        return asyncio.run(route_context(route, QUESTION, None))
 
     first, again = retrieve(), retrieve()
     assert (first.cache, again.cache) == ("miss", "hit")

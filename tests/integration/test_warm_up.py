@@ -167,8 +167,8 @@ def test_cli_ask_opens_the_index_before_the_run(example_index, monkeypatch, caps
 def test_the_router_warms_up_every_route(example_index, fresh_stores, monkeypatch, tmp_path):
     """``parallel-rag serve`` with routes: each route's graph opens its stores before traffic."""
     import yaml
-    from parallel_rag.graph.routes import load_router
-    from parallel_rag.studio.openai_router import RouterRuntime
+    from parallel_rag.studio.router.configuration import load_router
+    from parallel_rag.studio.router.runtime import RouterRuntime
 
     config, base_dir, _ = example_index
     retrievers = config.model_dump(mode="json", exclude_unset=True)["retrievers"]

@@ -1,0 +1,105 @@
+"""The router's HTTP surface: ``POST /v1/chat/completions``, ``GET /v1/models`` and ``POST
+/v1/route/preview``, mounted on the LangServe app by ``parallel-rag serve`` for a router file
+(same process, same admission control); ``parallel-rag route`` previews from the command line.
+
+Every failure is an OpenAI-style error ``{"error": {"message", "type", "param", "code"}}``:
+400 for a malformed body (``param`` names the field), 404 for an unknown model, 503 for
+``on_failure: block``, 502 when the upstream is down or fails, 504 when it times out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from parallel_rag.graph.builder import build_graph
+from parallel_rag.studio.router.configuration import AUTO_MODEL, load_router
+from parallel_rag.studio.router.errors import RouterError
+from parallel_rag.studio.router.request import read_json
+from parallel_rag.studio.router.runtime import RouterRuntime
+
+
+def openai_routes(runtime: RouterRuntime) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        try:
+            return await runtime.chat(await read_json(request))
+        except RouterError as error:
+            return error.response()
+
+    @router.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return runtime.models()
+
+    @router.post("/v1/route/preview")
+    async def route_preview(request: Request) -> Response:
+        try:
+            body = await read_json(request)
+            return JSONResponse(await asyncio.to_thread(runtime.preview, body))
+        except RouterError as error:
+            return error.response()
+
+    return router
+
+
+def add_openai_routes(app: FastAPI, runtime: RouterRuntime) -> None:
+    """Mount the router on ``app`` (the LangServe app: same process, same admission control)."""
+    app.include_router(openai_routes(runtime))
+    app.router.on_shutdown.append(runtime.aclose)
+
+
+def create_router_app(config_path: str | Path, *, limits=None, langserve_path: str = "/rag"):
+    """The served app for a router config: LangServe at ``langserve_path`` (the file's top-level
+    pipeline, else the first retrieving route's graph) plus the OpenAI-compatible routes."""
+    from parallel_rag.studio.admission import AdmissionControl, AdmissionLimits
+    from parallel_rag.studio.langserve_app import create_app
+
+    config, pipeline, base_dir = load_router(config_path)
+    runtime = RouterRuntime(config, base_dir)
+    graph = None
+    if pipeline is not None:
+        graph = build_graph(pipeline, base_dir=base_dir)
+    else:
+        graph = next((r.graph for r in runtime.routes.values() if r.graph is not None), None)
+    limits = limits or AdmissionLimits()
+    if graph is not None:
+        app = create_app(graph, path=langserve_path, limits=limits)
+    else:
+        app = FastAPI(title="parallel-rag router")
+        app.add_middleware(AdmissionControl, limits=limits)
+
+        @app.get("/healthz")
+        async def healthz() -> dict[str, Any]:
+            return {"status": "ok"}
+
+    add_openai_routes(app, runtime)
+    return app, runtime
+
+
+def serve_router(
+    config_path: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/rag",
+    log_level: str = "info",
+    limits=None,
+) -> None:
+    """``parallel-rag serve`` for a config with a ``routing`` section (blocks until stopped)."""
+    import uvicorn
+
+    app, runtime = create_router_app(config_path, limits=limits, langserve_path=path)
+    runtime.warm_up()
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def preview_question(config_path: str | Path, question: str, model: str = AUTO_MODEL) -> dict:
+    """``parallel-rag route "question"``: the preview, without opening any store."""
+    config, _, base_dir = load_router(config_path)
+    runtime = RouterRuntime(config, base_dir, compile_graphs=False)
+    return runtime.preview({"model": model, "messages": [{"role": "user", "content": question}]})

@@ -1,0 +1,92 @@
+"""Route preview: which route a request would take, why, and the retrieval plan it would run
+(branches, views, rerank, fusion, what is injected), read from the route's compiled
+configuration. Nothing is retrieved, no store is opened, nothing is timed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from parallel_rag.backends.registry import entry_summary
+from parallel_rag.graph.configuration import PipelineConfig
+from parallel_rag.studio.router.cache import embedding_name, scorer_name
+from parallel_rag.studio.router.configuration import Decision
+from parallel_rag.studio.router.errors import validated
+from parallel_rag.studio.router.matching import RouteChoice
+from parallel_rag.studio.router.request import PreviewRequest, RagOptions, last_user_text
+
+if TYPE_CHECKING:
+    from parallel_rag.studio.router.runtime import RouterRuntime
+
+
+def retrieval_plan(decision: Decision, pipeline: PipelineConfig | None) -> dict[str, Any]:
+    """What retrieval a route would run (no store is opened, nothing is timed)."""
+    rag = decision.rag
+    if rag is None or pipeline is None:
+        return {"retrieval": False}
+    branches = []
+    for entry in pipeline.retrievers:
+        branch: dict[str, Any] = {
+            "retriever": entry.name,
+            "backend": entry.backend,
+            "kind": "dense" if entry.is_dense else "lexical",
+            "top_k": entry.top_k,
+            "similarity_threshold": entry.similarity_threshold,
+            "on_failure": entry.on_failure or pipeline.on_failure,
+        }
+        branch.update(entry_summary(entry))  # e.g. a hybrid's legs and strategy
+        branches.append(branch)
+    rewriter = pipeline.rewriter
+    reranker = pipeline.reranker
+    return {
+        "retrieval": True,
+        "form": "pipeline" if rag.is_pipeline else "single_backend",
+        "branches": branches,
+        "views": (
+            {"rewriter": rewriter.kind, "num_queries": rewriter.num_queries}
+            if rewriter is not None
+            else {"rewriter": None}
+        ),
+        "rerank": (
+            None
+            if reranker is None
+            else {"kind": reranker.kind, "scorer": scorer_name(pipeline), "top_k": reranker.top_k}
+        ),
+        "fusion": {"method": "rrf", "k": pipeline.fusion.k, "weights": pipeline.fusion.weights},
+        "documents_injected": rag.injected_top_k(),
+        "injection_mode": rag.injection_mode,
+        "max_context_length": rag.max_context_length,
+        "on_failure": rag.on_failure,
+        "embedding": embedding_name(pipeline),
+    }
+
+
+def preview(runtime: RouterRuntime, body: dict[str, Any]) -> dict[str, Any]:
+    """The preview of a ``/v1/route/preview`` body (a chat body; ``model`` defaults to auto)."""
+    request = validated(PreviewRequest, body)
+    messages = [m.model_dump(exclude_unset=True) for m in request.messages]
+    choice = runtime.matcher.choose(request.model, last_user_text(messages))
+    return describe(runtime, choice, request.rag)
+
+
+def describe(
+    runtime: RouterRuntime, choice: RouteChoice, options: RagOptions | None
+) -> dict[str, Any]:
+    """The chosen route, why, its upstream and its retrieval plan (``options.top_k`` counted)."""
+    route = runtime.routes[choice.name]
+    upstream = runtime.config.upstream_for(route.decision)
+    plan = retrieval_plan(route.decision, route.pipeline)
+    if plan["retrieval"] and options is not None and options.top_k is not None:
+        plan["documents_injected"] = options.top_k
+    if plan["retrieval"] and route.cache is not None:
+        plan["context_cache"] = {
+            "max_entries": route.cache.max_entries,
+            "ttl_seconds": route.cache.ttl,
+        }
+    return {
+        "route": route.name,
+        "upstream_model": route.decision.model,
+        "upstream": upstream.base_url,
+        "reason": choice.reason,
+        "signals": choice.signals,
+        "plan": plan,
+    }

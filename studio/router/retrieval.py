@@ -1,0 +1,125 @@
+"""A route's retrieval at run time: the route's compiled graph run up to fusion on the last
+user message, through the route's context cache. ``on_failure: block`` in the graph becomes a
+503; a store or model failure outside the branches' records leaves the request without
+context (``failed`` says why) for the route's ``on_failure`` to decide."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from parallel_rag.backends.secrets import redact
+from parallel_rag.graph.state import MAX_QUERY_CHARS
+from parallel_rag.nodes.failure_policy import BlockedError
+from parallel_rag.studio.router.cache import ContextCache, cache_key, store_generation
+from parallel_rag.studio.router.configuration import Decision
+from parallel_rag.studio.router.errors import RouterError
+from parallel_rag.studio.router.plugin import RoutePipelineConfig
+from parallel_rag.studio.router.request import RagOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Route:
+    """A route at run time: its decision, pipeline, compiled graph, cache and the store
+    locations whose change empties the cache."""
+
+    decision: Decision
+    pipeline: RoutePipelineConfig | None
+    graph: Any = None
+    cache: ContextCache | None = None
+    locations: list[Path] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.decision.name
+
+
+@dataclass
+class RetrievalOutcome:
+    documents: list[dict[str, Any]]
+    branches: list[dict[str, Any]]
+    warnings: list[str]
+    cache: str = "off"  # hit | miss | off
+    failed: str | None = None  # why there is no context, when retrieval itself failed
+
+
+def retrieval_request(route: Route, query: str, options: RagOptions | None) -> dict[str, Any]:
+    """The graph input for ``query`` on ``route``, with the caller's ``rag`` options."""
+    rag = route.decision.rag
+    assert rag is not None
+    request: dict[str, Any] = {"query": query[:MAX_QUERY_CHARS], "top_k": rag.injected_top_k()}
+    if options is not None:
+        if options.top_k is not None:
+            request["top_k"] = options.top_k
+        if options.filters:
+            request["filters"] = dict(options.filters)
+        if options.tenant is not None:
+            request["tenant"] = options.tenant
+    return request
+
+
+async def retrieve(route: Route, query: str, options: RagOptions | None) -> RetrievalOutcome:
+    """The fused documents for ``query`` on ``route``, from the cache when it holds them."""
+    assert route.pipeline is not None and route.graph is not None
+    rag_request = retrieval_request(route, query, options)
+    key = generation = None
+    if route.cache is not None:
+        key = cache_key(route.name, route.pipeline, query, rag_request)
+        generation = await asyncio.to_thread(store_generation, route.locations)
+        cached = route.cache.get(key, generation)
+        if cached is not None:
+            return RetrievalOutcome(**{**cached, "cache": "hit"})
+    outcome = await run_graph(route, rag_request)
+    if route.cache is not None:
+        outcome.cache = "miss"
+        clean = outcome.failed is None and not any(
+            b.get("status") == "failed" for b in outcome.branches
+        )
+        if clean and outcome.documents:
+            route.cache.put(
+                key,
+                generation,
+                {
+                    "documents": outcome.documents,
+                    "branches": outcome.branches,
+                    "warnings": outcome.warnings,
+                },
+            )
+    return outcome
+
+
+async def run_graph(route: Route, rag_request: dict[str, Any]) -> RetrievalOutcome:
+    """The route's graph up to ``fuse`` (the one place the router runs a graph)."""
+    warnings: list[str] = []
+    try:
+        # the stream is closed on return: the run stops after fuse, its tasks are not left
+        async with contextlib.aclosing(
+            route.graph.astream(rag_request, stream_mode="updates")
+        ) as updates:
+            async for update in updates:
+                for node, values in (update or {}).items():
+                    if not isinstance(values, dict):
+                        continue
+                    if node == "fuse":
+                        return RetrievalOutcome(
+                            documents=list(values.get("documents") or []),
+                            branches=list(values.get("branches") or []),
+                            warnings=warnings + list(values.get("warnings") or []),
+                        )
+                    warnings.extend(values.get("warnings") or [])
+    except BlockedError as error:
+        raise RouterError(
+            503, str(error), kind="service_unavailable", code="on_failure_block"
+        ) from None
+    except RouterError:
+        raise
+    except Exception as error:  # a store or model failure outside the branches' records
+        logger.warning("route %s: retrieval failed: %s", route.name, redact(str(error)))
+        return RetrievalOutcome([], [], warnings, failed=redact(f"{type(error).__name__}: {error}"))
+    return RetrievalOutcome([], [], warnings, failed="retrieval produced no fused result")

@@ -1,0 +1,172 @@
+"""The routes of one router config at run time: each route's compiled graph, context cache and
+store locations, the matcher and the upstream clients; and a chat completion's way through
+them: validate, match, retrieve (when the route has an enabled rag plugin), inject, forward.
+
+Every other field of the request goes to the upstream as sent (``model`` becomes the route's
+upstream model; the router's own ``rag`` field is removed)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fastapi.responses import Response
+from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.registry import store_locations
+from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.studio.router import preview as previews
+from parallel_rag.studio.router.cache import ContextCache
+from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig, load_router
+from parallel_rag.studio.router.errors import RouterError, validated
+from parallel_rag.studio.router.injection import inject
+from parallel_rag.studio.router.matching import RouteMatcher
+from parallel_rag.studio.router.report import RESPONSE_FIELD, report_field, report_headers
+from parallel_rag.studio.router.request import ChatRequest, last_user_text
+from parallel_rag.studio.router.retrieval import Route, retrieve
+from parallel_rag.studio.router.upstream import Upstreams, forward_chat
+
+
+class RouterRuntime:
+    """The routes of one config with their compiled graphs, caches and upstream clients."""
+
+    def __init__(
+        self,
+        config: RouterConfig,
+        base_dir: Path,
+        *,
+        graphs: Mapping[str, Any] | None = None,
+        compile_graphs: bool = True,
+    ):
+        self.config = config
+        self.base_dir = base_dir
+        cache_settings = config.routing.context_cache
+        self.routes: dict[str, Route] = {}
+        for decision in config.routing.decisions:
+            pipeline = config.pipeline_for(decision.name)
+            route = Route(decision, pipeline)
+            if pipeline is not None:
+                # what an ingest rewrites, as each backend declares it (remote: none, TTL only)
+                route.locations = store_locations(pipeline.retrievers, base_dir)
+                if cache_settings.enabled:
+                    route.cache = ContextCache(
+                        cache_settings.max_entries, cache_settings.ttl_seconds
+                    )
+                if graphs is not None and decision.name in graphs:
+                    route.graph = graphs[decision.name]
+                elif compile_graphs:
+                    route.graph = build_graph(
+                        pipeline, base_dir=base_dir, name=f"route:{decision.name}"
+                    )
+            self.routes[decision.name] = route
+        self.matcher = RouteMatcher(config)
+        self.upstreams = Upstreams()
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> RouterRuntime:
+        config, _, base_dir = load_router(path)
+        return cls(config, base_dir, **kwargs)
+
+    def warm_up(self) -> None:
+        """Load the matcher's model, and what each route's first request would load (its
+        embedding model, its branches' indexes and stores: ``GraphProfile.warm_up``), before
+        traffic."""
+        self.matcher.prepare()
+        for route in self.routes.values():
+            profile = graph_profile(route.graph) if route.graph is not None else None
+            if profile is not None:
+                profile.warm_up()
+            elif route.pipeline is not None:
+                embeddings = route.pipeline.embeddings
+                load_embeddings(embeddings.model, embeddings.device)
+
+    async def aclose(self) -> None:
+        await self.upstreams.aclose()
+
+    def preview(self, body: dict[str, Any]) -> dict[str, Any]:
+        return previews.preview(self, body)
+
+    # -- chat ------------------------------------------------------------------------------
+
+    async def prepare_chat(self, body: dict[str, Any]) -> tuple[dict[str, Any], Route, dict]:
+        """The body to forward, its route, and what to report about it (headers/field)."""
+        request = validated(ChatRequest, body)
+        messages = body["messages"]
+        query = last_user_text(messages)
+        if request.model == AUTO_MODEL:  # may embed the message: off the event loop
+            choice = await asyncio.to_thread(self.matcher.choose, request.model, query)
+        else:
+            choice = self.matcher.choose(request.model, query)
+        route = self.routes[choice.name]
+        report: dict[str, Any] = {"route": route.name, "reason": choice.reason}
+        forward = {k: v for k, v in body.items() if k != "rag"}
+        forward["model"] = route.decision.model
+        rag = route.decision.rag
+        if rag is None:
+            report["retrieval"] = False
+            return forward, route, report
+        report["retrieval"] = True
+        if not query:
+            raise RouterError(
+                400,
+                "messages: a retrieval route needs a user message with text",
+                code="invalid_value",
+                param="messages",
+            )
+        started = time.perf_counter()
+        outcome = await retrieve(route, query, request.rag)
+        report.update(
+            context_ms=round((time.perf_counter() - started) * 1000, 2),
+            cache=outcome.cache,
+            branches=outcome.branches,
+            documents=[d["id"] for d in outcome.documents],
+            warnings=list(outcome.warnings),
+        )
+        if route.cache is not None:
+            report["cache_stats"] = route.cache.stats
+        if not outcome.documents:
+            why = outcome.failed or "retrieval found no documents"
+            if rag.on_failure == "block":
+                raise RouterError(
+                    503,
+                    f"route {route.name!r}: no context ({why}) and its on_failure policy is "
+                    "'block'",
+                    kind="service_unavailable",
+                    code="on_failure_block",
+                    headers=report_headers(report),
+                )
+            if rag.on_failure == "warn":
+                report["warnings"].append(f"no context injected: {why}")
+            return forward, route, report
+        forward["messages"] = inject(
+            messages,
+            outcome.documents,
+            mode=rag.injection_mode,
+            max_context_length=rag.max_context_length,
+            query=query,
+        )
+        return forward, route, report
+
+    async def chat(self, body: dict[str, Any]) -> Response:
+        forward, route, report = await self.prepare_chat(body)
+        client, url = self.upstreams.client(route.decision, self.config)
+        annotation = (RESPONSE_FIELD, report_field(report))
+        return await forward_chat(client, url, forward, report_headers(report), annotation)
+
+    def models(self) -> dict[str, Any]:
+        data = [{"id": AUTO_MODEL, "object": "model", "created": 0, "owned_by": "parallel-rag"}]
+        for route in self.routes.values():
+            data.append(
+                {
+                    "id": route.name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "parallel-rag",
+                    "upstream_model": route.decision.model,
+                    "retrieval": route.decision.rag is not None,
+                    "description": route.decision.description,
+                }
+            )
+        return {"object": "list", "data": data}
