@@ -8,7 +8,7 @@ from parallel_rag.nodes.generate.citations import GeneratedAnswer, citation, loc
 from parallel_rag.nodes.generate.evidence import format_evidence
 from parallel_rag.nodes.generate.node import GenerateNode
 from parallel_rag.studio.cli import format_answer
-from parallel_rag.studio.openai_router import inject
+from parallel_rag.studio.router.injection import inject
 
 
 def document(number: int, **metadata) -> dict:
