@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from parallel_rag.studio.documents import (
@@ -31,6 +31,9 @@ from parallel_rag.studio.documents import (
 )
 from parallel_rag.studio.documents.markdown import SectionIndex
 
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
+
 CHUNK_NAMESPACE = uuid.UUID("6f1d9a52-3c1e-4d7e-9b8a-5d2f0c7e4a11")
 DEFAULT_CHUNK_SIZE = 1000
 DEFAULT_CHUNK_OVERLAP = 150
@@ -41,6 +44,7 @@ __all__ = [
     "Chunk",
     "DocumentLoadError",
     "chunk_records",
+    "chunks_from_documents",
     "discover_files",
     "file_id_for",
     "load_chunks",
@@ -186,3 +190,62 @@ def load_chunks(
         chunk_overlap=chunk_overlap,
         extra_metadata=extra_metadata,
     )
+
+
+# what chunk_records sets itself: a Document's own value would contradict the chunk's identity
+_OWN_FIELDS = {"source", "file_id", "title", "chunk_index", "chunk_hash", "record_id"}
+
+
+def _document_source(metadata: dict[str, Any], number: int) -> tuple[str, str]:
+    """(file id, source) of a LangChain Document: a local file's are what ingesting the file
+    gives (so either way replaces the other), any other source's (a URL, a page id) a hash of
+    it."""
+    source = metadata.get("source")
+    if source is None or not str(source).strip():
+        raise DocumentLoadError(
+            f"document {number}: metadata 'source' is missing; ingest needs it to give the "
+            "document's chunks stable ids"
+        )
+    path = Path(str(source))
+    if path.is_file():
+        return file_id_for(path), display_source(path)
+    return "doc-" + hashlib.sha1(str(source).encode("utf-8")).hexdigest()[:16], str(source)
+
+
+def chunks_from_documents(
+    documents: Iterable[Document],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    extra_metadata: dict[str, Any] | None = None,
+    zero_based_pages: bool = False,
+) -> tuple[list[Chunk], dict[str, str]]:
+    """Chunks of LangChain Documents, and {file id: source}: the Documents of one ``source``
+    (a loader's pages of one file) are one document, each Document a segment no chunk crosses,
+    its scalar metadata kept. ``zero_based_pages`` adds 1 to ``page`` (LangChain's PDF loaders
+    count from 0; citations count from 1)."""
+    grouped: dict[str, tuple[str, Record]] = {}
+    for number, document in enumerate(documents, start=1):
+        metadata = dict(document.metadata or {})
+        file_id, source = _document_source(metadata, number)
+        if zero_based_pages and isinstance(metadata.get("page"), int):
+            metadata["page"] += 1
+        if file_id not in grouped:
+            title = str(metadata.get("title") or Path(source).stem or source)
+            grouped[file_id] = (source, Record("", title, []))
+        if document.page_content.strip():
+            kept = {k: v for k, v in metadata.items() if k not in _OWN_FIELDS}
+            grouped[file_id][1].segments.append(Segment(document.page_content, kept))
+    chunks: list[Chunk] = []
+    for file_id, (source, record) in grouped.items():
+        chunks.extend(
+            chunk_records(
+                [record],
+                file_id=file_id,
+                source=source,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                extra_metadata=extra_metadata,
+            )
+        )
+    return chunks, {file_id: source for file_id, (source, _) in grouped.items()}

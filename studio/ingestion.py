@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
@@ -48,12 +48,16 @@ from parallel_rag.studio.document_loading import (
     BadFileError,
     Chunk,
     DocumentLoadError,
+    chunks_from_documents,
     discover_files,
     file_id_for,
     load_chunks,
 )
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, MissingExtraError
 from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from langchain_core.documents import Document
 
 EMBED_BATCH = 64
 
@@ -250,6 +254,39 @@ def ingest_paths(
         chunks, {file_id_for(p) for p in good}, config, base_dir, targets, store, progress
     )
     report.files, report.skipped = [str(p) for p in good], list(bad.values())
+    return report
+
+
+def ingest_documents(
+    documents: Iterable[Document],
+    config: PipelineConfig,
+    base_dir: Path,
+    *,
+    progress: bool = True,
+    chunk_size: int = 1000,
+    chunk_overlap: int = 150,
+    extra_metadata: dict[str, Any] | None = None,
+    store: str | None = None,
+    zero_based_pages: bool = False,
+) -> IngestReport:
+    """Ingest LangChain ``Document``s (any loader's output) into every configured store, or
+    the managed vector store ``store``, as files are ingested: the Documents of one
+    ``metadata["source"]`` are one document whose chunks replace what the stores held for it;
+    a source that is a local file gets the file's own id, so ingesting the file or a loader's
+    Documents of it replace each other. ``zero_based_pages``: the loader counts pages from 0
+    (LangChain's PDF loaders do); citations count from 1."""
+    targets = ingest_targets(config, store)
+    chunks, sources = chunks_from_documents(
+        documents,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        extra_metadata=extra_metadata,
+        zero_based_pages=zero_based_pages,
+    )
+    if not chunks:
+        raise DocumentLoadError("no document with text to ingest")
+    report = write_chunks(chunks, set(sources), config, base_dir, targets, store, progress)
+    report.files = list(sources.values())
     return report
 
 
