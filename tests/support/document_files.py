@@ -132,3 +132,17 @@ def write_csv(path: Path) -> Path:
         encoding="utf-8",
     )
     return path
+
+
+def two_bm25_config(tmp_path: Path):
+    """A model-free configuration (two BM25 indexes, ingest writes both) and its base dir."""
+    import yaml
+    from parallel_rag.graph.loading import load_config
+
+    retrievers = [
+        {"name": name, "backend": "bm25", "backend_config": {"index_path": f"idx/{name}"}}
+        for name in ("a", "b")
+    ]
+    path = tmp_path / "parallel-rag.yaml"
+    path.write_text(yaml.safe_dump({"retrievers": retrievers}), encoding="utf-8")
+    return load_config(path)

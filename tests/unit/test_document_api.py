@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from document_files import write_pdf, write_pptx
+from document_files import two_bm25_config, write_pdf, write_pptx
 from langchain_community.document_loaders import PyPDFium2Loader
 from langchain_core.document_loaders import BaseLoader
 from langchain_core.documents import Document
 from parallel_rag.graph.components import backend_context
-from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.document_loading import (
     DocumentLoadError,
     chunks_from_documents,
@@ -20,17 +18,6 @@ from parallel_rag.studio.document_loading import (
 )
 from parallel_rag.studio.documents.loader import DocumentFileLoader
 from parallel_rag.studio.ingestion import ingest_documents, writable_targets, writer_for
-
-
-def _two_bm25(tmp_path: Path):
-    """A model-free config: two BM25 indexes (ingest writes both)."""
-    retrievers = [
-        {"name": name, "backend": "bm25", "backend_config": {"index_path": f"idx/{name}"}}
-        for name in ("a", "b")
-    ]
-    path = tmp_path / "parallel-rag.yaml"
-    path.write_text(yaml.safe_dump({"retrievers": retrievers}), encoding="utf-8")
-    return load_config(path)
 
 
 def _stored_ids(config, base_dir: Path, file_ids: list[str]) -> list[set[str]]:
@@ -54,7 +41,7 @@ def test_a_langchain_loaders_pdf_pages_get_the_files_ids_and_pages(tmp_path):
 
 
 def test_documents_are_ingested_into_every_store_and_replaced_by_source(tmp_path):
-    config, base_dir = _two_bm25(tmp_path)
+    config, base_dir = two_bm25_config(tmp_path)
     pages = [
         Document("Page one on valves.", metadata={"source": "https://x.test/a", "page": 1}),
         Document("Page two on pumps.", metadata={"source": "https://x.test/a", "page": 2}),
@@ -77,7 +64,7 @@ def test_documents_are_ingested_into_every_store_and_replaced_by_source(tmp_path
 
 
 def test_a_document_without_a_source_is_named(tmp_path):
-    config, base_dir = _two_bm25(tmp_path)
+    config, base_dir = two_bm25_config(tmp_path)
     documents = [Document("fine", metadata={"source": "s"}), Document("no source")]
     with pytest.raises(DocumentLoadError, match="document 2: metadata 'source' is missing"):
         ingest_documents(documents, config, base_dir, progress=False)

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from document_files import (
     CHROME_WORDS,
     PDF_PAGES,
+    two_bm25_config,
     write_csv,
     write_docx,
     write_encrypted_pdf,
@@ -21,7 +21,6 @@ from document_files import (
     write_scanned_pdf,
     write_truncated_pdf,
 )
-from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.document_loading import file_id_for, load_chunks
 from parallel_rag.studio.documents import BadFileError, MissingExtraError
 from parallel_rag.studio.ingestion import ingest_paths
@@ -160,17 +159,6 @@ def test_a_missing_converter_package_names_the_extra(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- all-or-nothing or skip
 
 
-def _bm25_config(tmp_path: Path):
-    """A model-free config: two BM25 indexes (ingest writes both)."""
-    retrievers = [
-        {"name": name, "backend": "bm25", "backend_config": {"index_path": f"idx/{name}"}}
-        for name in ("a", "b")
-    ]
-    path = tmp_path / "parallel-rag.yaml"
-    path.write_text(yaml.safe_dump({"retrievers": retrievers}), encoding="utf-8")
-    return load_config(path)
-
-
 def _mixed_folder(tmp_path: Path) -> tuple[Path, list[Path]]:
     folder = tmp_path / "docs"
     write_pdf(folder / "manual.pdf")
@@ -181,7 +169,7 @@ def _mixed_folder(tmp_path: Path) -> tuple[Path, list[Path]]:
 
 
 def test_a_bad_file_stops_the_ingest_before_anything_is_written_and_all_are_listed(tmp_path):
-    config, base_dir = _bm25_config(tmp_path)
+    config, base_dir = two_bm25_config(tmp_path)
     folder, bad = _mixed_folder(tmp_path)
     with pytest.raises(BadFileError) as raised:
         ingest_paths([folder], config, base_dir, progress=False)
@@ -192,7 +180,7 @@ def test_a_bad_file_stops_the_ingest_before_anything_is_written_and_all_are_list
 
 
 def test_skip_bad_files_indexes_the_others_and_lists_the_skipped(tmp_path):
-    config, base_dir = _bm25_config(tmp_path)
+    config, base_dir = two_bm25_config(tmp_path)
     folder, bad = _mixed_folder(tmp_path)
     report = ingest_paths([folder], config, base_dir, progress=False, skip_bad_files=True)
     assert sorted(report.files) == [str(folder / "garden.html"), str(folder / "manual.pdf")]
