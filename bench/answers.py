@@ -28,12 +28,10 @@ documents and vectors are cached under ``bench/out/`` (``--fresh`` retrieves aga
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -49,11 +47,11 @@ from bench.data import (  # noqa: E402
     REPO_ROOT,
     DataMissing,
     HotpotQA,
-    doc_text,
     load_hotpotqa,
-    sentence_fingerprint,
 )
 from bench.embedding_cache import EmbeddingCache, installed  # noqa: E402
+from bench.pipelines import ensure_index, fingerprint  # noqa: E402
+from bench.scoring import score  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 WORK = OUT_DIR / "answers"
@@ -63,9 +61,7 @@ BEFORE_REV = "2dba63c"  # the last revision whose extractive generator kept its 
 # where revisions before the split of nodes/generate/ (33) kept the whole extractive generator
 GENERATORS_PATH = "nodes/generate/generators.py"
 GENERATE_DIR = "nodes/generate"  # the generators now, one module a job
-YES_NO = ("yes", "no")
 FINDINGS = "## Findings"
-_CITATION_MARK = re.compile(r"\s*\[\d{1,3}(?:\s*[,;]\s*\d{1,3})*\]")
 
 
 def log(message: str) -> None:
@@ -73,55 +69,6 @@ def log(message: str) -> None:
 
 
 # -- measures ------------------------------------------------------------------------------
-
-
-def gold_answers(question: dict) -> list[str]:
-    """The question's gold answer strings, lower-cased; empty for a yes/no question."""
-    return [a.lower() for a in question.get("answers", []) if a.lower() not in YES_NO and a]
-
-
-def answer_words(answer: str) -> int:
-    return len(_CITATION_MARK.sub("", answer).split())
-
-
-def score(rows: list[dict], questions: dict[str, dict], corpus: dict) -> dict[str, Any]:
-    """Answer recall, ceiling, citation support/precision and median length of one run.
-
-    ``rows``: ``{"id", "answer", "cited"}`` with ``cited`` the corpus ids of the cited
-    documents and ``"retrieved"`` the fused documents' corpus ids."""
-    recall = first = ceiling = answerable = supported = citing = cited_total = cited_gold = 0
-    lengths = []
-    for row in rows:
-        question = questions[row["id"]]
-        gold_docs = set(question["supporting_doc_ids"])
-        answers = gold_answers(question)
-        text = row["answer"].lower()
-        if answers:
-            answerable += 1
-            recall += any(a in text for a in answers)
-            mark = _CITATION_MARK.search(text)
-            opening = text[: mark.start()] if mark else text
-            first += any(a in opening for a in answers)
-            texts = [doc_text(corpus[d]).lower() for d in row["retrieved"] if d in corpus]
-            ceiling += any(a in t for a in answers for t in texts)
-        if row["cited"]:
-            citing += 1
-            supported += bool(gold_docs & set(row["cited"]))
-            cited_total += len(row["cited"])
-            cited_gold += len(gold_docs & set(row["cited"]))
-        lengths.append(answer_words(row["answer"]))
-    return {
-        "questions": len(rows),
-        "answerable": answerable,
-        "recall": recall / max(answerable, 1),
-        "answer_first": first / max(answerable, 1),
-        "ceiling": ceiling / max(answerable, 1),
-        "of_ceiling": recall / max(ceiling, 1),
-        "citation_support": supported / max(citing, 1),
-        "citation_precision": cited_gold / max(cited_total, 1),
-        "median_words": statistics.median(lengths) if lengths else 0,
-        "mean_words": statistics.fmean(lengths) if lengths else 0,
-    }
 
 
 # -- retrieval -------------------------------------------------------------------------------
@@ -133,35 +80,6 @@ def default_config():
     return parse_config(default_config_dict(), source="embedded defaults")
 
 
-def _fingerprint(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def ensure_index(data: HotpotQA, config, work: Path) -> None:
-    """The pooled paragraphs indexed with the default config under ``work`` (kept while the
-    corpus and the config are unchanged)."""
-    from parallel_rag.studio.evaluation import index_corpus
-
-    marker = work / "index.json"
-    wanted = {
-        "docs": len(data.corpus),
-        "config": _fingerprint(config.model_dump(mode="json")),
-        "sentences": sentence_fingerprint(data.corpus),
-    }
-    if marker.is_file() and json.loads(marker.read_text()) == wanted:
-        return
-    log(f"[index] {len(data.corpus)} paragraphs into {work}")
-    work.mkdir(parents=True, exist_ok=True)
-    for child in (work / ".parallel-rag",):
-        if child.exists():
-            import shutil
-
-            shutil.rmtree(child)
-    index_corpus(data.corpus, config, work)
-    marker.write_text(json.dumps(wanted))
-
-
 def retrieval_settings(config) -> dict:
     """The configuration that decides the fused documents: all of it but the generator's
     section (a generator setting never changes what retrieval returns)."""
@@ -171,7 +89,7 @@ def retrieval_settings(config) -> dict:
 
 
 def asked_file(config, questions: list[dict], top_k: int, directory: Path = WORK) -> Path:
-    key = _fingerprint([retrieval_settings(config), top_k, [q["_id"] for q in questions]])
+    key = fingerprint([retrieval_settings(config), top_k, [q["_id"] for q in questions]])
     return directory / f"asked-{key}.json"
 
 
@@ -347,7 +265,7 @@ def measure(
                 raise ValueError(f"{documents}: not questions {first}-{last}")
             log(f"[ask] questions {first}-{last}: fused documents from {documents}")
         else:
-            ensure_index(data, config, index_dir)
+            ensure_index(data, config, index_dir, log=log)
             graph = build_graph(asked_config, base_dir=index_dir)
             log(f"[ask] questions {first}-{last} through build_graph() (top_k {top_k})")
             asked = retrieve(graph, asked_config, questions, top_k, fresh, index_dir.parent)

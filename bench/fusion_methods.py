@@ -52,11 +52,14 @@ from bench.pipelines import (  # noqa: E402
     LEX,
     PASSAGES_ON,
     VARIANTS,
+    branch_result,
     build_edge_indexes,
     edge_reads_the_cache,
     no_fusion_settings,
     passages_by_default,
 )
+from bench.scoring import hotpot_measures, scifact_measures  # noqa: E402
+from bench.tables import markdown_table  # noqa: E402
 
 OUT_DIR = REPO_ROOT / "bench" / "out"
 CACHE_DIR = OUT_DIR / "cache"
@@ -162,35 +165,6 @@ def branch_results(
     return out, seconds
 
 
-def branch_result(
-    name: str,
-    retriever_index: int,
-    view: str,
-    documents: list,
-    depth: int,
-    *,
-    view_index: int = 0,
-    view_kind: str = "original",
-) -> dict:
-    """One retriever's ``documents`` for one query view as the retrieve node records them."""
-    from parallel_rag.nodes.retrieve import documents_to_hits
-
-    hits = documents_to_hits(documents, limit=depth, filters=None, post_filter=False)
-    return {
-        "branch": f"q{view_index}:{name}",
-        "view_index": view_index,
-        "view": view,
-        "view_kind": view_kind,
-        "retriever": name,
-        "retriever_index": retriever_index,
-        "status": "ok" if hits else "empty",
-        "hits": hits,
-        "latency_ms": 0.0,
-        "error": None,
-        "warning": None,
-    }
-
-
 def doc_ids(documents: Iterable[dict]) -> list[str]:
     from parallel_rag.studio.evaluation import DOC_ID_KEY
 
@@ -225,34 +199,6 @@ def without_scores(branches: dict[str, list[dict]], name: str) -> dict[str, list
             for b in bs
         ]
         for qid, bs in branches.items()
-    }
-
-
-# -- measures -------------------------------------------------------------------------------
-
-
-def scifact_measures(runs: dict[str, list[str]], qrels) -> dict[str, float]:
-    from parallel_rag.studio.evaluation import score_runs
-
-    return score_runs(runs, qrels, ["nDCG@10", "R@100"])
-
-
-def hotpot_measures(runs: dict[str, list[str]], questions: list[dict]) -> dict[str, float]:
-    n = max(len(questions), 1)
-    recall10 = recall100 = all10 = all20 = all100 = 0.0
-    for q in questions:
-        ranked = runs.get(q["_id"], [])
-        gold = set(q["supporting_doc_ids"])
-        recall10 += len(gold & set(ranked[:10])) / len(gold)
-        recall100 += len(gold & set(ranked[:100])) / len(gold)
-        all10 += gold <= set(ranked[:10])
-        all20 += gold <= set(ranked[:20])
-        all100 += gold <= set(ranked[:100])
-    return {
-        "R@10": recall10 / n,
-        "AllSupport@10": all10 / n,
-        "AllSupport@20": all20 / n,
-        "R@100": recall100 / n,
     }
 
 
@@ -484,20 +430,13 @@ def _fmt(row: dict[str, Any]) -> str:
 # -- rendering ---------------------------------------------------------------------------------
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    marks = ["---"] + ["---:"] * (len(headers) - 1)
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def result_table(rows: list[dict[str, Any]], measures: list[str]) -> str:
     body = [
         [r["config"], *(f"{r[m]:.3f}" for m in measures)]
         + [f"{r['wall_ms_per_query']:.1f}", f"{r['cpu_ms_per_query']:.1f}"]
         for r in rows
     ]
-    return _table(["configuration", *measures, "wall ms/query", "CPU ms/query"], body)
+    return markdown_table(["configuration", *measures, "wall ms/query", "CPU ms/query"], body)
 
 
 def bar_lines(results: dict[str, Any]) -> list[str]:
@@ -530,7 +469,7 @@ def bar_lines(results: dict[str, Any]) -> list[str]:
 
 def tuning_table(rows: list[dict[str, Any]]) -> str:
     """One row per training setting: both objectives and their mean."""
-    return _table(
+    return markdown_table(
         ["setting", "SciFact train nDCG@10", "HotpotQA tune AllSupport@10", "mean"],
         [
             [
@@ -688,7 +627,7 @@ def render(results: dict[str, Any]) -> str:
         "normalised on reciprocal-rank pseudo-scores 1/(k+rank). Measured on the training "
         "data with the dense branch's scores removed, at the chosen default weights:",
         "",
-        _table(
+        markdown_table(
             ["method", "SciFact train nDCG@10", "HotpotQA tune AllSupport@10"],
             [
                 [r["label"], f"{r['scifact']:.4f}", f"{r['hotpotqa']:.4f}"]

@@ -42,9 +42,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
-from bench.answers import git_head, parse_range, score  # noqa: E402
+from bench.answers import git_head, parse_range  # noqa: E402
 from bench.data import REPO_ROOT, DataMissing, load_hotpotqa, require  # noqa: E402
 from bench.measure import pct  # noqa: E402
+from bench.scoring import score  # noqa: E402
 
 WORK = REPO_ROOT / "bench" / "out" / "generation"
 RESULTS_MD = REPO_ROOT / "bench" / "GENERATION-RESULTS.md"

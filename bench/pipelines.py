@@ -1,18 +1,20 @@
-"""The bench's retrieval pipeline (BM25 + Qdrant Edge, as the embedded defaults ship them) and
-its indexes, shared by the quality section (``bench/quality.py``), the fusion study
-(``bench/fusion_methods.py``) and the runner.
+"""The bench's retrieval pipeline (BM25 + Qdrant Edge, as the embedded defaults ship them), its
+indexes, and the branch results offline fusion reads: shared by the quality section, the answer
+harness, the fusion and query expansion studies and the runner.
 
 One owner for what "the shipped pipeline over the bench's indexes" means: the configuration a
-measurement runs, the index folders it reads, and the embedding cache the dense branch reads
-through. It imports only ``bench.data``, so every measurement can build on it.
+measurement runs, the index folders it reads (rebuilt only when the corpus, the configuration
+or the store's defaults change), and the embedding cache the dense branch reads through. It
+imports only ``bench.data``, so every measurement can build on it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,14 @@ from typing import Any
 from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings
 
-from bench.data import sentence_fingerprint
+from bench.data import HotpotQA, sentence_fingerprint
 
 LEX, DENSE = "lexical", "dense"
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
 
 # ``passages:`` with its defaults (the model's input length, no overlap, the sentence weight),
 # spelled out so that an index built under other defaults is built again
@@ -164,5 +171,58 @@ def edge_reads_the_cache(cached) -> Iterator[None]:
         qdrant_edge.load_embeddings = original
 
 
-def log(message: str) -> None:
-    print(message, flush=True)
+def branch_result(
+    name: str,
+    retriever_index: int,
+    view: str,
+    documents: list,
+    depth: int,
+    *,
+    view_index: int = 0,
+    view_kind: str = "original",
+) -> dict:
+    """One retriever's ``documents`` for one query view as the retrieve node records them."""
+    from parallel_rag.nodes.retrieve import documents_to_hits
+
+    hits = documents_to_hits(documents, limit=depth, filters=None, post_filter=False)
+    return {
+        "branch": f"q{view_index}:{name}",
+        "view_index": view_index,
+        "view": view,
+        "view_kind": view_kind,
+        "retriever": name,
+        "retriever_index": retriever_index,
+        "status": "ok" if hits else "empty",
+        "hits": hits,
+        "latency_ms": 0.0,
+        "error": None,
+        "warning": None,
+    }
+
+
+def fingerprint(value: Any) -> str:
+    """A short stable hash of a JSON-able value: what an index or a cached run was made from."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def ensure_index(data: HotpotQA, config, work: Path, log: Callable[[str], None] = log) -> None:
+    """The pooled paragraphs indexed with the default config under ``work`` (kept while the
+    corpus and the config are unchanged)."""
+    from parallel_rag.studio.evaluation import index_corpus
+
+    marker = work / "index.json"
+    wanted = {
+        "docs": len(data.corpus),
+        "config": fingerprint(config.model_dump(mode="json")),
+        "sentences": sentence_fingerprint(data.corpus),
+    }
+    if marker.is_file() and json.loads(marker.read_text()) == wanted:
+        return
+    log(f"[index] {len(data.corpus)} paragraphs into {work}")
+    work.mkdir(parents=True, exist_ok=True)
+    for child in (work / ".parallel-rag",):
+        if child.exists():
+            shutil.rmtree(child)
+    index_corpus(data.corpus, config, work)
+    marker.write_text(json.dumps(wanted))

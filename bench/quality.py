@@ -46,6 +46,7 @@ from bench.pipelines import (
     passages_by_default,
     pipeline,
 )
+from bench.scoring import hotpot_metrics
 
 SCIFACT_MEASURES = ("nDCG@10", "R@100")
 K1_GRID = (0.6, 0.9, 1.2, 1.5, 2.0)
@@ -383,33 +384,6 @@ def bm25_engine_table(collection, log=print) -> list[dict[str, Any]]:
 
 
 # -- HotpotQA --------------------------------------------------------------------------------
-
-
-def hotpot_metrics(
-    runs: dict[str, list[str]], questions: list[dict], corpus: dict[str, dict[str, str]]
-) -> dict[str, float]:
-    """R@10 and AllSupport@10/@20 over every question; answer-in-top-10 over the questions
-    whose answer is not yes/no (a yes/no answer is not a span of any paragraph)."""
-    recall, all10, all20, answer, answerable = 0.0, 0, 0, 0, 0
-    for q in questions:
-        ranked = runs.get(q["_id"], [])
-        gold = set(q["supporting_doc_ids"])
-        recall += len(gold & set(ranked[:10])) / len(gold)
-        all10 += gold <= set(ranked[:10])
-        all20 += gold <= set(ranked[:20])
-        answers = [a.lower() for a in q.get("answers", []) if a.lower() not in ("yes", "no")]
-        if answers:
-            answerable += 1
-            texts = [doc_text(corpus[d]).lower() for d in ranked[:10] if d in corpus]
-            answer += any(a in t for a in answers for t in texts)
-    n = max(len(questions), 1)
-    return {
-        "R@10": recall / n,
-        "AllSupport@10": all10 / n,
-        "AllSupport@20": all20 / n,
-        "Answer@10": answer / max(answerable, 1),
-        "answerable": answerable,
-    }
 
 
 def hotpotqa(

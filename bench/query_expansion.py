@@ -60,7 +60,7 @@ def training_table(
     from parallel_rag.nodes.rewrite.rewriters import EmptyRewriteError, PseudoRelevanceRewriter
     from parallel_rag.studio.evaluation import ranked_doc_ids
 
-    from bench.fusion_methods import branch_result
+    from bench.pipelines import branch_result
 
     lexical, dense = retrievers[LEX], retrievers[DENSE]
     base = {
@@ -137,7 +137,7 @@ def beside_llm(config, work: Path, report_set: list[dict], corpus, limit: int) -
     cannot be served here (the reason is recorded)."""
     from bench import rewriting
     from bench.offline_llm import llama_server, offline_llm_available
-    from bench.quality import hotpot_metrics
+    from bench.scoring import hotpot_metrics
 
     why_not = offline_llm_available()
     questions = min(limit, len(report_set))
@@ -192,7 +192,7 @@ def reading(results: dict[str, Any]) -> list[str]:
 
 
 def render(results: dict[str, Any]) -> str:
-    from bench.fusion_methods import _table
+    from bench.tables import markdown_table
 
     parts = [
         "# The model-free query view (`rewriter: {kind: prf}`)",
@@ -212,7 +212,7 @@ def render(results: dict[str, Any]) -> str:
     names = list(next(iter(training.values())))
     sets = list(training)
     parts.append(
-        _table(
+        markdown_table(
             ["setting", *sets],
             [[name, *(f"{training[s][name]:.4f}" for s in sets)] for name in names],
         )
@@ -224,7 +224,7 @@ def render(results: dict[str, Any]) -> str:
             "",
             f"## Held out: {collection} ({block['queries']} queries, {block['docs']} documents)",
             "",
-            _table(
+            markdown_table(
                 ["configuration", *measures, "wall ms/query", "CPU ms/query"],
                 [
                     [
@@ -250,7 +250,7 @@ def render(results: dict[str, Any]) -> str:
             "whole row's."
             + (f" The chat-model kinds were not run: {llm['why_not']}." if llm["why_not"] else ""),
             "",
-            _table(
+            markdown_table(
                 ["configuration", *measures, "rewrite failed", "seconds"],
                 [
                     [
@@ -287,9 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     from parallel_rag.graph.loading import default_config_dict, parse_config
     from parallel_rag.studio.evaluation import MissingDatasetError, load_beir, single_retrievers
 
-    from bench.answers import ensure_index
     from bench.embedding_cache import EmbeddingCache, installed
-    from bench.fusion_methods import hotpot_measures, scifact_measures
+    from bench.pipelines import ensure_index
+    from bench.scoring import hotpot_measures, scifact_measures
 
     try:
         sci_train, sci_test = load_scifact("train"), load_scifact("test")

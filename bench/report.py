@@ -2,25 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
 
-
-def _f(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _table(headers: list[str], rows: list[list[Any]], align: str | None = None) -> str:
-    align = align or "l" + "r" * (len(headers) - 1)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(marks) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+from bench.tables import cell, markdown_table
 
 
 def _best(rows: list[dict], kinds: tuple[str, ...], measure: str) -> dict | None:
@@ -36,23 +20,23 @@ def _hotpot_table(rows: list[dict], rewrites: bool = False) -> str:
     for r in rows:
         line = [
             r["config"],
-            _f(r["R@10"]),
-            _f(r["AllSupport@10"]),
-            _f(r["AllSupport@20"]),
-            _f(r["Answer@10"]),
+            cell(r["R@10"]),
+            cell(r["AllSupport@10"]),
+            cell(r["AllSupport@20"]),
+            cell(r["Answer@10"]),
         ]
         if rewrites:
             failed = r.get("rewrite_failed")
-            line += ["–" if failed is None else f"{100 * failed:.0f}%", _f(r.get("seconds"), 0)]
+            line += ["–" if failed is None else f"{100 * failed:.0f}%", cell(r.get("seconds"), 0)]
         body.append(line)
-    return _table(headers, body)
+    return markdown_table(headers, body)
 
 
 def _ranking_table(rows: list[dict]) -> str:
     """nDCG@10 and R@100 of each configuration (the judged-document collections)."""
-    return _table(
+    return markdown_table(
         ["configuration", "nDCG@10", "R@100"],
-        [[r["config"], _f(r["nDCG@10"]), _f(r["R@100"])] for r in rows],
+        [[r["config"], cell(r["nDCG@10"]), cell(r["R@100"])] for r in rows],
     )
 
 
@@ -92,11 +76,11 @@ def headline(results: dict) -> list[list[str]]:
         out.append(
             [
                 label,
-                *[_f(r and r[measure]) for r in figures],
-                f"{_f(single and single[measure])} ({single['config'].split(' (')[0]})"
+                *[cell(r and r[measure]) for r in figures],
+                f"{cell(single and single[measure])} ({single['config'].split(' (')[0]})"
                 if single
                 else "–",
-                _f(ens and ens[measure]),
+                cell(ens and ens[measure]),
             ]
         )
     return out
@@ -182,14 +166,14 @@ def speed_headline(results: dict) -> list[list[str]]:
                 extra.append(f"{s['p50'] / floor[1]['p50']:.2f}x LangGraph's floor")
             if ens and suffix == "invoke":
                 extra.append(
-                    f"EnsembleRetriever.invoke {_f(ens[1]['p50'], 2)} ms "
-                    f"(CPU {_f(ens[1]['cpu'], 2)})"
+                    f"EnsembleRetriever.invoke {cell(ens[1]['p50'], 2)} ms "
+                    f"(CPU {cell(ens[1]['cpu'], 2)})"
                 )
             out.append(
                 [
                     f"SciFact, real branches: {name} vs hand-written (p50 wall)",
-                    f"{s['ratio_p50']:.2f}x ({_f(s['p50'], 2)} vs {_f(base.get('p50'), 2)} ms; "
-                    f"CPU {_f(s['cpu'], 2)} vs {_f(base.get('cpu'), 2)} ms)"
+                    f"{s['ratio_p50']:.2f}x ({cell(s['p50'], 2)} vs {cell(base.get('p50'), 2)} ms; "
+                    f"CPU {cell(s['cpu'], 2)} vs {cell(base.get('cpu'), 2)} ms)"
                     + (f"; {'; '.join(extra)}" if extra else ""),
                 ]
             )
@@ -199,9 +183,10 @@ def speed_headline(results: dict) -> list[list[str]]:
             out.append(
                 [
                     f"BM25 {row['engine']} query p50 / p95 at {row['docs']:,} docs",
-                    f"{_f(row['query_ms']['p50'], 2)} / {_f(row['query_ms']['p95'], 2)} ms wall, "
-                    f"{_f(row.get('query_cpu_ms', {}).get('p50'), 2)} ms CPU; build "
-                    f"{_f(row['build_s'], 1)} s, peak RSS {_f(row['peak_rss_mb'], 0)} MB",
+                    f"{cell(row['query_ms']['p50'], 2)} / "
+                    f"{cell(row['query_ms']['p95'], 2)} ms wall, "
+                    f"{cell(row.get('query_cpu_ms', {}).get('p50'), 2)} ms CPU; build "
+                    f"{cell(row['build_s'], 1)} s, peak RSS {cell(row['peak_rss_mb'], 0)} MB",
                 ]
             )
     if not any(r.get("docs") == 1_000_000 for r in scale.get("bm25", [])):
@@ -217,10 +202,10 @@ def speed_headline(results: dict) -> list[list[str]]:
             out.append(
                 [
                     f"dense branch (encode + search) at 100k clustered vectors, {row['store']}",
-                    f"p50 {_f(row['query_ms']['p50'], 1)} ms wall / "
-                    f"{_f(row['query_cpu_ms']['p50'], 1)} ms CPU (search alone "
-                    f"{_f(row['search_ms']['p50'], 2)} ms), recall@10 "
-                    f"{_f(row['recall_at_10'])}, upsert {row['upsert_per_s']:,.0f} vectors/s",
+                    f"p50 {cell(row['query_ms']['p50'], 1)} ms wall / "
+                    f"{cell(row['query_cpu_ms']['p50'], 1)} ms CPU (search alone "
+                    f"{cell(row['search_ms']['p50'], 2)} ms), recall@10 "
+                    f"{cell(row['recall_at_10'])}, upsert {row['upsert_per_s']:,.0f} vectors/s",
                 ]
             )
     here = {  # measured by this run after all: its own tables say it
@@ -260,10 +245,10 @@ def answers_headline(results: dict) -> list[list[str]]:
     rows = [
         [
             f"answer recall ≥ {ANSWER_RECALL_SHARE} × retrieval ceiling",
-            f"{_f(after['recall'])} against a ceiling of {_f(after['ceiling'])} (bar "
-            f"{_f(bar)}): {verdict}",
+            f"{cell(after['recall'])} against a ceiling of {cell(after['ceiling'])} (bar "
+            f"{cell(bar)}): {verdict}",
         ],
-        ["citation support ≥ 0.9", f"{_f(after['citation_support'])}: {support}"],
+        ["citation support ≥ 0.9", f"{cell(after['citation_support'])}: {support}"],
     ]
     if before is not None:
         shorter = (
@@ -339,7 +324,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         parts.append(bars)
     parts.append("## Machine and versions")
     parts.append(
-        _table(
+        markdown_table(
             ["what", "value"],
             [[k, v] for k, v in meta["machine"].items()]
             + [[k, v] for k, v in meta["versions"].items()],
@@ -349,7 +334,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
     sections = meta.get("sections") or {}
     if sections:
         parts.append(
-            _table(
+            markdown_table(
                 ["section", "measured", "load avg at start (1/5/15)"],
                 [
                     [
@@ -397,7 +382,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "RRF tuned on training data, the best single retriever and LangChain's "
             "`EnsembleRetriever` over the shipped retriever objects."
         )
-        parts.append(_table(HEADLINE_COLUMNS, head))
+        parts.append(markdown_table(HEADLINE_COLUMNS, head))
     for name, rows, caption in (
         (
             "answers",
@@ -414,7 +399,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
     ):
         if rows:
             parts.append(caption)
-            parts.append(_table([name, "figure"], rows, "ll"))
+            parts.append(markdown_table([name, "figure"], rows, "ll"))
 
     quality = results.get("quality", {})
     sci = quality.get("scifact")
@@ -458,10 +443,10 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "`plain` is the `\\w+` lowercase analyzer, `english` adds stopwords and Snowball."
         )
         parts.append(
-            _table(
+            markdown_table(
                 ["analyzer", "engine", "nDCG@10", "ms / query (5k docs)"],
                 [
-                    [r["analyzer"], r["engine"], _f(r["nDCG@10"], 4), _f(r["ms_per_query"], 2)]
+                    [r["analyzer"], r["engine"], cell(r["nDCG@10"], 4), cell(r["ms_per_query"], 2)]
                     for r in engines
                 ],
                 "llrr",
@@ -522,7 +507,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         )
         names = [n for n in FANOUT_NAMES if f"{n} p50" in fan["rows"][0]]
         parts.append(
-            _table(
+            markdown_table(
                 ["branches", "sum of delays", "max of delays", *names],
                 [
                     [r["branches"], f"{r['sum_ms']:.0f}", f"{r['max_ms']:.0f}"]
@@ -552,7 +537,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         )
         base = over.get("baseline", "")
         parts.append(
-            _table(
+            markdown_table(
                 [
                     "method",
                     "p50 ms",
@@ -565,12 +550,12 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                 [
                     [
                         name,
-                        _f(s["p50"], 2),
-                        _f(s["p95"], 2),
-                        _f(s.get("cpu"), 2),
-                        _f(s["ratio_p50"], 2),
-                        _f(s["ratio_p95"], 2),
-                        _f(s.get("cpu_ratio_p50"), 2),
+                        cell(s["p50"], 2),
+                        cell(s["p95"], 2),
+                        cell(s.get("cpu"), 2),
+                        cell(s["ratio_p50"], 2),
+                        cell(s["ratio_p95"], 2),
+                        cell(s.get("cpu_ratio_p50"), 2),
                     ]
                     for name, s in over["stats"].items()
                 ],
@@ -589,9 +574,9 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
             "report their slowest task."
         )
         parts.append(
-            _table(
+            markdown_table(
                 ["node", "p50 ms", "p95 ms"],
-                [[r["node"], _f(r["p50"], 1), _f(r["p95"], 1)] for r in nodes["rows"]],
+                [[r["node"], cell(r["p50"], 1), cell(r["p95"], 1)] for r in nodes["rows"]],
             )
         )
 
@@ -600,7 +585,7 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
         parts.append("## Scale: BM25")
         parts.append(scale.get("corpus_note", ""))
         parts.append(
-            _table(
+            markdown_table(
                 [
                     "docs",
                     "engine",
@@ -630,14 +615,14 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                     else [
                         f"{r['docs']:,}",
                         r["engine"],
-                        _f(r["build_s"], 1),
-                        _f(r["index_mb"], 0),
-                        _f(r["peak_rss_mb"], 0),
+                        cell(r["build_s"], 1),
+                        cell(r["index_mb"], 0),
+                        cell(r["peak_rss_mb"], 0),
                         f"{r['terms']:,}",
                         r["query_ms"]["n"],
-                        _f(r["query_ms"]["p50"], 2),
-                        _f(r["query_ms"]["p95"], 2),
-                        _f(r.get("query_cpu_ms", {}).get("p50"), 2),
+                        cell(r["query_ms"]["p50"], 2),
+                        cell(r["query_ms"]["p95"], 2),
+                        cell(r.get("query_cpu_ms", {}).get("p50"), 2),
                     ]
                     for r in scale["bm25"]
                 ],
@@ -674,12 +659,12 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                 "(`GENERATION-RESULTS.md`)."
             )
             parts.append(
-                _table(
+                markdown_table(
                     ["measure", "value"],
                     [
-                        ["raw encode (chunks/s)", _f(ing["raw_chunks_per_s"], 1)],
-                        ["ingest end to end (chunks/s)", _f(ing["ingest_chunks_per_s"], 1)],
-                        ["ingest end to end (docs/s)", _f(ing["ingest_docs_per_s"], 1)],
+                        ["raw encode (chunks/s)", cell(ing["raw_chunks_per_s"], 1)],
+                        ["ingest end to end (chunks/s)", cell(ing["ingest_chunks_per_s"], 1)],
+                        ["ingest end to end (docs/s)", cell(ing["ingest_docs_per_s"], 1)],
                         [
                             "ingest rate / raw encode rate",
                             f"{100 * ing['ingest_vs_raw']:.0f}%"
@@ -691,10 +676,10 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                         ],
                         [
                             "query encode p50 / p95 (ms)",
-                            f"{_f(ing['query_encode_ms']['p50'], 1)} / "
-                            f"{_f(ing['query_encode_ms']['p95'], 1)}",
+                            f"{cell(ing['query_encode_ms']['p50'], 1)} / "
+                            f"{cell(ing['query_encode_ms']['p95'], 1)}",
                         ],
-                        ["peak RSS of the ingest process (MB)", _f(ing["peak_rss_mb"], 0)],
+                        ["peak RSS of the ingest process (MB)", cell(ing["peak_rss_mb"], 0)],
                     ],
                     "lr",
                 )

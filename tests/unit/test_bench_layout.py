@@ -20,9 +20,18 @@ HELPERS = {
     "measure",  # percentiles, memory, CPU, a module run in a fresh process
     "offline_llm",  # SmolLM2 served by llama.cpp for the LLM rows
     "pipelines",  # the shipped BM25 + Qdrant Edge pipeline over the bench's indexes
+    "scoring",  # the measures of ranked runs and of answers
+    "tables",  # the markdown table writer
     "worker",  # one scale measurement per process
 }
 RUNNER = {"__main__", "run", "report"}
+RUNS_ANOTHER = {
+    ("latency", "orchestration"),  # the overhead table is orchestration's measurement
+    ("scale", "ann_stores"),  # the store rows are ann_stores' measurement, one per process
+    ("query_expansion", "rewriting"),  # prf beside the chat-model rewriters' rows
+    ("generation_latency", "answers"),  # its commit and question range, as answers reads them
+}
+"""The measurements that run another's measurement: every other one imports only helpers."""
 
 
 def bench_modules() -> set[str]:
@@ -126,6 +135,18 @@ def test_helpers_import_only_helpers():
     assert HELPERS <= set(graph), sorted(HELPERS - set(graph))
     upward = {module: sorted(graph[module] - HELPERS) for module in HELPERS}
     assert upward == {module: [] for module in HELPERS}
+
+
+def test_measurements_import_helpers_and_only_the_named_measurements():
+    graph = import_graph()
+    measurements = set(graph) - HELPERS - RUNNER
+    found = {
+        (module, target)
+        for module in measurements
+        for target in graph[module]
+        if target in measurements
+    }
+    assert found == RUNS_ANOTHER
 
 
 def test_the_runner_is_on_top():
