@@ -34,9 +34,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
     create_model,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -309,16 +311,20 @@ class RerankerConfig(_Strict):
 
 
 class FusionConfig(_Strict):
+    """How branches are fused. ``method`` says it; a ``k`` without a ``method`` asks for RRF
+    (the seed's way), and a ``k`` beside a score method is refused (it would go unused), so a
+    config written for RRF never fuses another way in silence."""
+
     method: FusionMethod = Field(
         default=DEFAULT_FUSION_METHOD,
         description="rrf (ranks) or a weighted sum of per-branch normalised scores: "
-        "minmax, zscore, dbsf (mean +- 3 std)",
+        "minmax, zscore, dbsf (mean +- 3 std); a k without a method means rrf",
     )
     k: int = Field(
         default=DEFAULT_FUSION_K,
         gt=0,
-        description="RRF constant; for score methods, the rank offset of pseudo-scores "
-        "given to a branch without usable scores",
+        description="RRF constant (method rrf only); score methods keep the default as the rank "
+        "offset of pseudo-scores given to a branch without usable scores",
     )
     weights: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict, description="per retriever name; wins over dense_weight"
@@ -329,6 +335,32 @@ class FusionConfig(_Strict):
         description="weight of each dense (vector) retriever that weights does not name; "
         "every other retriever defaults to 1",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_k_means_rrf(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "k" in data and "method" not in data:
+            return {**data, "method": "rrf"}
+        return data
+
+    @field_validator("k")
+    @classmethod
+    def _k_is_rrfs(cls, k: int, info: ValidationInfo) -> int:
+        method = info.data.get("method")
+        if method is not None and method != "rrf":
+            raise ValueError(
+                f"k is the RRF constant, and fusion.method is {method!r}: drop fusion.k, "
+                "or set fusion.method: rrf"
+            )
+        return k
+
+    @model_serializer(mode="wrap")
+    def _without_unused_k(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a dump of a score method's settings loads again: its k is not written out
+        data = handler(self)
+        if self.method != "rrf":
+            data.pop("k", None)
+        return data
 
     def weights_for(self, dense: Iterable[str]) -> dict[str, float]:
         """The weight of every retriever ``weights`` names, or that is dense (``dense``)."""

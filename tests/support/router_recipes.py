@@ -86,7 +86,7 @@ routing:
             retrievers:
               - {name: lexical, backend: bm25}
               - {name: dense, backend: qdrant, similarity_threshold: 0.2}
-            fusion: {k: 30}
+            fusion: {method: rrf, k: 30}
             top_k: 4
             injection_mode: system_prompt
             max_context_length: 2000

@@ -159,7 +159,7 @@ def test_retriever_top_k_must_be_positive(top_k):
 
 @pytest.mark.parametrize("k", [0, -1])
 def test_fusion_k_must_be_positive(k):
-    message = config_error({"retrievers": [BM25, QDRANT], "fusion": {"k": k}})
+    message = config_error({"retrievers": [BM25, QDRANT], "fusion": {"method": "rrf", "k": k}})
     assert "fusion.k" in message
 
 
@@ -186,7 +186,7 @@ def test_fusion_weights_may_name_code_supplied_retrievers():
     ("data", "field"),
     [
         ({"retreivers": []}, "retreivers"),
-        ({"fusion": {"k": 10, "kk": 1}}, "fusion.kk"),
+        ({"fusion": {"method": "rrf", "k": 10, "kk": 1}}, "fusion.kk"),
         ({"generator": {"kind": "extractive", "max_sentense": 2}}, "generator.max_sentense"),
         ({"retrievers_extra": 1}, "retrievers_extra"),
     ],
@@ -206,7 +206,7 @@ def test_unknown_key_inside_a_retriever_entry_refused():
     [
         ({"retrievers": "bm25"}, "retrievers"),
         ({"retrievers": [{**BM25, "top_k": "many"}, QDRANT]}, "top_k"),
-        ({"retrievers": [BM25, QDRANT], "fusion": {"k": "sixty"}}, "fusion.k"),
+        ({"retrievers": [BM25, QDRANT], "fusion": {"method": "rrf", "k": "sixty"}}, "fusion.k"),
         ({"retrievers": [BM25, QDRANT], "on_failure": "ignore"}, "on_failure"),
         ({"retrievers": [BM25, QDRANT], "rewriter": {"kind": "nope"}}, "rewriter.kind"),
         ({"retrievers": [BM25, QDRANT], "reranker": {"top_k": 0}}, "reranker.top_k"),
@@ -224,13 +224,14 @@ def test_non_mapping_refused():
 
 def test_every_problem_is_reported_with_its_source():
     message = config_error(
-        {"retrievers": [BM25, QDRANT], "fusion": {"k": 0}, "typo": 1}, source="my.yaml"
+        {"retrievers": [BM25, QDRANT], "fusion": {"method": "rrf", "k": 0}, "typo": 1},
+        source="my.yaml",
     )
     assert "my.yaml" in message and "fusion.k" in message and "typo" in message
 
 
 def test_pipeline_config_round_trips_through_parse_config():
-    config = parse_config({"retrievers": [BM25, QDRANT], "fusion": {"k": 7}})
+    config = parse_config({"retrievers": [BM25, QDRANT], "fusion": {"method": "rrf", "k": 7}})
     again = parse_config(config)
     assert isinstance(again, PipelineConfig) and again.fusion.k == 7
 
@@ -270,7 +271,7 @@ def test_file_errors_name_the_file_and_field(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(
         "retrievers:\n  - {name: a, backend: bm25}\n  - {name: b, backend: qdrant}\n"
-        "fusion: {k: 0}\n",
+        "fusion: {method: rrf, k: 0}\n",
         encoding="utf-8",
     )
     with pytest.raises(ConfigError) as caught:
@@ -280,7 +281,9 @@ def test_file_errors_name_the_file_and_field(tmp_path):
 
 def test_config_path_from_environment(tmp_path, monkeypatch):
     path = tmp_path / "from-env.yaml"
-    path.write_text("retrievers: [{backend: bm25}, {backend: qdrant}]\nfusion: {k: 9}\n")
+    path.write_text(
+        "retrievers: [{backend: bm25}, {backend: qdrant}]\nfusion: {method: rrf, k: 9}\n"
+    )
     monkeypatch.setenv("PARALLEL_RAG_CONFIG", str(path))
     loaded, base_dir = load_config()
     assert loaded.fusion.k == 9 and base_dir == tmp_path.resolve()

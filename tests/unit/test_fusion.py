@@ -227,6 +227,36 @@ def test_config_fusion_k_and_weights_change_the_fused_score(fakes):
     assert [(s["retriever"], s["score"]) for s in doc["sources"]] == [("a", 1.0), ("b", 2.0)]
 
 
+def test_a_k_without_a_method_means_rrf(fakes):
+    """The seed's ``fusion: {k: 60}`` asks for reciprocal rank fusion, and gets it."""
+    assert FusionConfig.model_validate({"k": 60}).method == "rrf"
+    retrievers = {
+        "a": fakes.ListRetriever(docs=[fakes.doc("d", "Shared document text.", 1.0)]),
+        "b": fakes.ListRetriever(docs=[fakes.doc("d", "Shared document text.", 2.0)]),
+    }
+    fused = build_graph({"retrievers": [], "fusion": {"k": 10}}, retrievers=retrievers).invoke(
+        "shared text"
+    )
+    assert fused["documents"][0]["fused_score"] == pytest.approx(2 / 11)
+
+
+@pytest.mark.parametrize("method", ["minmax", "zscore", "dbsf"])
+def test_a_k_beside_a_score_method_is_refused_naming_method_and_k(method):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(
+            {"retrievers": [], "fusion": {"method": method, "k": 60}}, extra_retrievers=["a", "b"]
+        )
+    message = str(caught.value)
+    assert "fusion.k:" in message and "fusion.method" in message and repr(method) in message
+
+
+def test_a_score_methods_settings_dump_without_k_and_load_again():
+    dumped = FusionConfig(dense_weight=0.5).model_dump()
+    assert dumped == {"method": "minmax", "weights": {}, "dense_weight": 0.5}
+    assert FusionConfig.model_validate(dumped) == FusionConfig(dense_weight=0.5)
+    assert FusionConfig.model_validate({"method": "rrf", "k": 5}).model_dump()["k"] == 5
+
+
 # ---------------------------------------------------------------- normalised-score methods
 
 
