@@ -51,13 +51,28 @@ def retrieval_plan(decision: Decision, pipeline: PipelineConfig | None) -> dict[
             if reranker is None
             else {"kind": reranker.kind, "scorer": scorer_name(pipeline), "top_k": reranker.top_k}
         ),
-        "fusion": {"method": "rrf", "k": pipeline.fusion.k, "weights": pipeline.fusion.weights},
+        "fusion": fusion_plan(pipeline),
         "documents_injected": rag.injected_top_k(),
         "injection_mode": rag.injection_mode,
         "max_context_length": rag.max_context_length,
         "on_failure": rag.on_failure,
         "embedding": embedding_name(pipeline),
     }
+
+
+def fusion_plan(pipeline: PipelineConfig) -> dict[str, Any]:
+    """The fusion the route's graph runs (``build_graph`` gives the fuse node these settings):
+    the method, RRF's ``k`` when the method is rrf, ``dense_weight``, and the weight of every
+    retriever (``weights`` by name, else ``dense_weight`` for a dense one, else 1)."""
+    fusion = pipeline.fusion
+    dense = [entry.name for entry in pipeline.retrievers if entry.is_dense]
+    weights = fusion.weights_for(dense)
+    plan: dict[str, Any] = {"method": fusion.method}
+    if fusion.method == "rrf":
+        plan["k"] = fusion.k
+    plan["dense_weight"] = fusion.dense_weight
+    plan["weights"] = {entry.name: weights.get(entry.name, 1.0) for entry in pipeline.retrievers}
+    return plan
 
 
 def preview(runtime: RouterRuntime, body: dict[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from parallel_rag.graph.builder import build_graph, graph_profile
 from parallel_rag.studio.router.configuration import parse_router
-from parallel_rag.studio.router.preview import retrieval_plan
+from parallel_rag.studio.router.preview import fusion_plan, retrieval_plan
 from parallel_rag.studio.router.runtime import RouterRuntime
 from router_recipes import recipe
 
@@ -36,3 +38,61 @@ def test_preview_plan_without_retrieval(tmp_path):
     assert plan["documents_injected"] == 2
     assert plan["on_failure"] == "block"
     assert "latency" not in json.dumps(preview) and "ms" not in plan
+
+
+def route_with_fusion(fusion: dict):
+    data = recipe()
+    parallel = next(d for d in data["routing"]["decisions"] if d["name"] == "parallel")
+    parallel["plugins"][0]["configuration"]["fusion"] = fusion
+    return parse_router(data).pipeline_for("parallel")
+
+
+@pytest.mark.parametrize(
+    ("fusion", "expected"),
+    [
+        (  # the shipped defaults: min-max, dense retrievers weighed by dense_weight
+            {},
+            {"method": "minmax", "dense_weight": 0.75, "weights": {"lexical": 1.0, "dense": 0.75}},
+        ),
+        (  # a bare k is the seed's way of asking for RRF
+            {"k": 30},
+            {
+                "method": "rrf",
+                "k": 30,
+                "dense_weight": 0.75,
+                "weights": {"lexical": 1.0, "dense": 0.75},
+            },
+        ),
+        (
+            {"method": "zscore", "dense_weight": 0.5, "weights": {"lexical": 2.0}},
+            {"method": "zscore", "dense_weight": 0.5, "weights": {"lexical": 2.0, "dense": 0.5}},
+        ),
+        (
+            {"method": "rrf", "k": 5, "dense_weight": 1.0},
+            {
+                "method": "rrf",
+                "k": 5,
+                "dense_weight": 1.0,
+                "weights": {"lexical": 1.0, "dense": 1.0},
+            },
+        ),
+    ],
+)
+def test_preview_reports_the_fusion_the_route_runs(tmp_path, fusion, expected):
+    pipeline = route_with_fusion(fusion)
+    assert fusion_plan(pipeline) == expected
+    # the weights the compiled graph's fuse node is given (its dense retrievers, as built)
+    scope = graph_profile(build_graph(pipeline, base_dir=tmp_path)).knob_scope
+    fused = pipeline.fusion.weights_for(sorted(scope.dense))
+    assert expected["weights"] == {n: fused.get(n, 1.0) for n in ("lexical", "dense")}
+
+
+def test_preview_of_a_single_backend_route_reports_its_fusion(tmp_path):
+    preview = runtime(tmp_path).preview(
+        {"model": "qdrant-docs", "messages": [{"role": "user", "content": "q"}]}
+    )
+    assert preview["plan"]["fusion"] == {
+        "method": "minmax",
+        "dense_weight": 0.75,
+        "weights": {"qdrant": 0.75},
+    }
