@@ -9,13 +9,18 @@ DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 DEMO_DIR ?= .parallel-rag-demo
 QUESTION ?= Which algorithm did Ada Lovelace publish for the Analytical Engine?
+# pytest-xdist workers for `make test`: a test module runs whole on one worker (tests/conftest.py),
+# each worker starts the servers its modules ask for. Many tests wait on servers and models, so
+# more workers than cores still helps (docs/testing.md has the measurements).
+TEST_WORKERS ?= 3
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test lint unit integration reliability bench bench-smoke clean chromium
+.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium
 
 # The full install (every extra); `make demo` needs only $(DEMO_STAMP).
 install: $(TEST_STAMP)
@@ -53,16 +58,19 @@ lint: install
 	$(BIN)/ruff format --check .
 
 unit: install
-	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest tests/unit -q -p no:cacheprovider
+
+# Before every commit: lint and the unit tests (no process, no server; under 2 minutes).
+check: lint unit
 
 integration: install
-	$(BIN)/pytest tests/integration -q -s
+	$(BIN)/pytest tests/integration -q $(PYTEST_PARALLEL)
 
 reliability: install
-	$(BIN)/pytest tests/reliability -q
+	$(BIN)/pytest tests/reliability -q $(PYTEST_PARALLEL)
 
 test: lint chromium
-	$(BIN)/pytest -q -rA -p no:cacheprovider
+	$(BIN)/pytest -q -rA -p no:cacheprovider $(PYTEST_PARALLEL)
 
 # Benchmarks (bench/run.py): the full run is manual (~30 min on 2 cores once vectors are cached)
 # and rewrites bench/RESULTS.md; the smoke run uses tiny data and writes to bench/out/smoke/.

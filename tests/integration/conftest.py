@@ -1,5 +1,2 @@
-"""Integration tests on real parts: the shared fixtures live in
-``tests/support`` (on ``sys.path`` through pytest's ``pythonpath`` setting)."""
-
-from llm_fixtures import llm_server, llm_settings  # noqa: F401  (SmolLM2 server)
-from real_fixtures import example_graph, example_index, example_questions  # noqa: F401
+"""Integration tests on real parts. Their shared fixtures (servers, models, corpora) live in
+``tests/support`` and are imported by ``tests/conftest.py``."""

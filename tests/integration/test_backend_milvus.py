@@ -4,8 +4,6 @@ tests start and stop by PID."""
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import langchain_milvus
@@ -17,43 +15,11 @@ from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.ingestion import ingest_paths
-from servers import ServerProcess, free_port
 from warm_up_checks import forbid
 
 MilvusEntry = ENTRY_MODELS["milvus"]
 
 pytestmark = pytest.mark.integration
-SERVER_START_TIMEOUT = 60
-
-
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory) -> Path:
-    """The multi-tenant corpus as a JSONL file: tenant and source in each record's metadata."""
-    path = tmp_path_factory.mktemp("milvus-corpus") / "tenants.jsonl"
-    lines = [
-        json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
-        for d in TENANT_DOCS
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def milvus_server(tmp_path_factory):
-    """``milvus-lite server`` on 127.0.0.1:<free port>, stopped by its PID at the end."""
-    data_dir = tmp_path_factory.mktemp("milvus-server")
-    port = free_port()
-    server = ServerProcess(
-        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir / "data")]
-        + ["--host", "127.0.0.1", "--port", str(port)],
-        log_path=data_dir / "server.log",
-    )
-    server.wait_for_port(port, SERVER_START_TIMEOUT)
-    uri = f"http://127.0.0.1:{port}"
-    yield uri
-    forget_stores(uri)
-    server.stop(grace=15)
-    assert server.process.poll() is not None
 
 
 @pytest.fixture(scope="module", params=["lite-file", "server"])
@@ -84,10 +50,10 @@ def pipeline(uri: str, base_dir: Path, **milvus_extra):
 
 
 @pytest.fixture(scope="module")
-def ingested(milvus_uri, corpus_file, tmp_path_factory):
+def ingested(milvus_uri, tenant_corpus_file, tmp_path_factory):
     base_dir = tmp_path_factory.mktemp("milvus-base")
     config = pipeline(milvus_uri, base_dir)
-    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    report = ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     assert "vectors (milvus)" in report.indexes
     return milvus_uri, base_dir, config
 
@@ -137,16 +103,16 @@ def test_filter_expression_is_anded_with_the_request_filters(ingested):
     assert {d.metadata["record_id"] for d in docs} == {"acme-comet", "acme-unix"}
 
 
-def test_reingesting_replaces_chunks_instead_of_duplicating(ingested, corpus_file):
+def test_reingesting_replaces_chunks_instead_of_duplicating(ingested, tenant_corpus_file):
     uri, base_dir, config = ingested
-    ingest_paths([corpus_file], config, base_dir, progress=False)
+    ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     docs = retriever(uri, base_dir).invoke(BRIDGE_QUESTION, k=50)
     assert len(docs) == len(TENANT_DOCS) and len({d.id for d in docs}) == len(TENANT_DOCS)
 
 
-def test_json_metadata_field_layout(milvus_uri, corpus_file, tmp_path):
+def test_json_metadata_field_layout(milvus_uri, tenant_corpus_file, tmp_path):
     config = pipeline(milvus_uri, tmp_path, collection="json_meta", metadata_field="metadata")
-    ingest_paths([corpus_file], config, tmp_path, progress=False)
+    ingest_paths([tenant_corpus_file], config, tmp_path, progress=False)
     entry = milvus_config(milvus_uri, collection="json_meta", metadata_field="metadata")
     vectors = build_retriever(MilvusEntry.model_validate(entry), tmp_path, EmbeddingsConfig())
     docs = vectors.invoke(BRIDGE_QUESTION, k=6, filters={"tenant": "globex"})

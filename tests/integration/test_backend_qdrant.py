@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from backend_servers import BRIDGE_QUESTION
 from parallel_rag.backends import qdrant
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
@@ -20,19 +19,8 @@ QdrantEntry = ENTRY_MODELS["qdrant"]
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("qdrant-corpus") / "tenants.jsonl"
-    lines = [
-        json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
-        for d in TENANT_DOCS
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module", params=["disk", "memory"])
-def ingested(request, corpus_file, tmp_path_factory):
+def ingested(request, tenant_corpus_file, tmp_path_factory):
     base_dir = tmp_path_factory.mktemp(f"qdrant-{request.param}")
     storage = {"path": "qdrant"} if request.param == "disk" else {"location": ":memory:"}
     entry = {
@@ -46,7 +34,7 @@ def ingested(request, corpus_file, tmp_path_factory):
             "generator": {"min_similarity": None},
         }
     )
-    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    report = ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     assert "dense (qdrant)" in report.indexes
     if request.param == "disk":
         assert (base_dir / "qdrant").is_dir()

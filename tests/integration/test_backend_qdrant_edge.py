@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from backend_servers import BRIDGE_QUESTION
 from parallel_rag.backends.qdrant_edge import (
     QdrantEdgeRetriever,
     QdrantEdgeSettings,
@@ -39,18 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("edge-corpus") / "tenants.jsonl"
-    lines = [
-        json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
-        for d in TENANT_DOCS
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def ingested(corpus_file, tmp_path_factory):
+def ingested(tenant_corpus_file, tmp_path_factory):
     base_dir = tmp_path_factory.mktemp("edge")
     entry = {"name": "dense", "backend": "qdrant_edge", "backend_config": {"path": "edge"}}
     config = parse_config(
@@ -59,7 +48,7 @@ def ingested(corpus_file, tmp_path_factory):
             "generator": {"min_similarity": None},
         }
     )
-    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    report = ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     assert "dense (qdrant_edge)" in report.indexes
     return entry, base_dir, config
 
@@ -146,11 +135,11 @@ def test_payloads_are_held_in_memory_not_read_from_disk_per_hit(ingested):
         assert config["payload_storage_type"]["type"] == "in_ram_mmap", segment
 
 
-def test_reingesting_unchanged_files_leaves_the_store_alone(ingested, corpus_file):
+def test_reingesting_unchanged_files_leaves_the_store_alone(ingested, tenant_corpus_file):
     _, base_dir, config = ingested
     directory = QdrantEdgeSettings(path="edge").store_dir(base_dir)
     before = current_revision(directory)
-    ingest_paths([corpus_file], config, base_dir, progress=False)
+    ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     assert current_revision(directory) == before
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from app_servers import running_langgraph_dev
 from langgraph_sdk import get_client
-from servers import BIN, ServerProcess, free_port
-from studio_servers import REPO_ROOT, server_env, server_workspace
+from servers import free_port
+from studio_servers import server_workspace
 
 pytestmark = pytest.mark.integration
 
@@ -44,26 +45,8 @@ def dev_server(example_index, tmp_path_factory):
             "reranker": {"kind": "embedding", "top_k": 5},
         },
     )
-    port = free_port()
-    command = [
-        str(BIN / "langgraph"),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    # from the repo root, as a user runs it (its state goes to the git-ignored .langgraph_api/)
-    server = ServerProcess(
-        command, env=server_env(config_path), cwd=REPO_ROOT, log_path=workdir / "server.log"
-    )
-    try:
-        server.wait_for(f"http://127.0.0.1:{port}/ok")
-        yield server, f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with running_langgraph_dev(config_path, workdir) as (server, url):
+        yield server, url
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ import subprocess
 
 import httpx
 import pytest
+from app_servers import running_serve
 from langserve import RemoteRunnable
-from servers import BIN, ServerProcess, free_port
-from studio_servers import server_env, server_workspace
+from studio_servers import server_workspace
 
 pytestmark = pytest.mark.integration
 
@@ -52,20 +52,11 @@ def served(example_index, tmp_path_factory):
             ]
         },
     )
-    port = free_port()
-    command = [str(BIN / "parallel-rag"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = ServerProcess(
-        command, env=server_env(config_path), cwd=workdir, log_path=workdir / "server.log"
-    )
-    try:
-        server.wait_for(f"http://127.0.0.1:{port}/healthz")
-        url = f"http://127.0.0.1:{port}"
+    with running_serve(config_path, workdir) as (_, url):
         # warm-up: the first query loads the embedding model
         body = {"input": {"query": QUESTION}, "config": {"configurable": GOOD}}
         httpx.post(f"{url}/rag/invoke", json=body, timeout=600).raise_for_status()
         yield url, workdir
-    finally:
-        server.stop()
 
 
 @pytest.fixture

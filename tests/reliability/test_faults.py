@@ -73,17 +73,6 @@ def closed_port_url() -> str:
 
 
 @pytest.fixture(scope="module")
-def bm25_dir(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("faults")
-    chunks = [
-        (doc["id"], doc["content"], {"tenant": doc["tenant"], "source": doc["source"]})
-        for doc in TENANT_DOCS
-    ]
-    BM25Index.from_chunks(chunks).save(directory / "bm25")
-    return directory
-
-
-@pytest.fixture(scope="module")
 def healthy_service():
     with LoopbackServer(custom_route(TENANT_DOCS, API_KEY)) as server:
         yield server
@@ -105,7 +94,7 @@ def remote_entry(name: str, endpoint: str, **backend: object) -> dict:
     }
 
 
-def pipeline(bm25_dir: Path, healthy: str, faulty: str, **faulty_entry: object) -> dict:
+def pipeline(tenant_bm25_dir: Path, healthy: str, faulty: str, **faulty_entry: object) -> dict:
     backend = faulty_entry.pop("backend_config", {})
     return {
         "retrievers": [
@@ -117,9 +106,10 @@ def pipeline(bm25_dir: Path, healthy: str, faulty: str, **faulty_entry: object) 
     }
 
 
-def run(bm25_dir, healthy_service, faulty_url, **entry) -> tuple[dict, float]:
+def run(tenant_bm25_dir, healthy_service, faulty_url, **entry) -> tuple[dict, float]:
     graph = build_graph(
-        pipeline(bm25_dir, healthy_service.url, faulty_url, **entry), base_dir=bm25_dir
+        pipeline(tenant_bm25_dir, healthy_service.url, faulty_url, **entry),
+        base_dir=tenant_bm25_dir,
     )
     started = time.monotonic()
     result = graph.invoke({"query": BRIDGE_QUESTION, "top_k": 20})
@@ -127,10 +117,10 @@ def run(bm25_dir, healthy_service, faulty_url, **entry) -> tuple[dict, float]:
 
 
 @pytest.fixture(scope="module")
-def reference(bm25_dir, healthy_service) -> dict:
+def reference(tenant_bm25_dir, healthy_service) -> dict:
     """The same request with the faulty branch switched off (the ``retrievers`` knob)."""
     graph = build_graph(
-        pipeline(bm25_dir, healthy_service.url, closed_port_url()), base_dir=bm25_dir
+        pipeline(tenant_bm25_dir, healthy_service.url, closed_port_url()), base_dir=tenant_bm25_dir
     )
     knobs = {"configurable": {"retrievers": ["lexical", "remote-ok"]}}
     return graph.invoke({"query": BRIDGE_QUESTION, "top_k": 20}, knobs)
@@ -199,12 +189,12 @@ FAULTS = {
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_a_faulty_backend_is_recorded_and_never_costs_the_other_branches(
-    bm25_dir, healthy_service, reference, fault
+    tenant_bm25_dir, healthy_service, reference, fault
 ):
     action, backend, error, attempts, seconds = FAULTS[fault]
     with ScriptedServer(action) as server:
         result, elapsed = run(
-            bm25_dir, healthy_service, server.url, backend_config=backend, timeout_seconds=30
+            tenant_bm25_dir, healthy_service, server.url, backend_config=backend, timeout_seconds=30
         )
         seen = server.attempts
     assert_degraded_gracefully(result, reference, error)
@@ -212,19 +202,21 @@ def test_a_faulty_backend_is_recorded_and_never_costs_the_other_branches(
     assert elapsed < seconds
 
 
-def test_a_backend_that_is_down_is_retried_then_recorded(bm25_dir, healthy_service, reference):
-    result, elapsed = run(bm25_dir, healthy_service, closed_port_url())
+def test_a_backend_that_is_down_is_retried_then_recorded(
+    tenant_bm25_dir, healthy_service, reference
+):
+    result, elapsed = run(tenant_bm25_dir, healthy_service, closed_port_url())
     assert_degraded_gracefully(result, reference, "ConnectError")
     assert f"(after {MAX_RETRIES + 1} attempts)" in branch(result, "remote")["error"]
     assert elapsed < 10
 
 
 def test_the_branch_timeout_bounds_a_hang_the_backend_would_wait_out(
-    bm25_dir, healthy_service, reference
+    tenant_bm25_dir, healthy_service, reference
 ):
     with ScriptedServer(hangs) as server:
         result, elapsed = run(
-            bm25_dir,
+            tenant_bm25_dir,
             healthy_service,
             server.url,
             backend_config={"timeout_seconds": 60},
@@ -234,9 +226,9 @@ def test_the_branch_timeout_bounds_a_hang_the_backend_would_wait_out(
     assert elapsed < 6
 
 
-def test_on_failure_decides_the_outcome(bm25_dir, healthy_service, reference):
+def test_on_failure_decides_the_outcome(tenant_bm25_dir, healthy_service, reference):
     down = closed_port_url()
-    skipped, _ = run(bm25_dir, healthy_service, down, on_failure="skip")
+    skipped, _ = run(tenant_bm25_dir, healthy_service, down, on_failure="skip")
     assert (
         branch(skipped, "remote")["status"] == "failed"
         and "ConnectError" in (branch(skipped, "remote")["error"])
@@ -245,7 +237,7 @@ def test_on_failure_decides_the_outcome(bm25_dir, healthy_service, reference):
     assert [d["id"] for d in skipped["documents"]] == [d["id"] for d in reference["documents"]]
 
     with pytest.raises(BlockedError) as raised:
-        run(bm25_dir, healthy_service, down, on_failure="block")
+        run(tenant_bm25_dir, healthy_service, down, on_failure="block")
     assert raised.value.component == "retriever 'remote'" and "ConnectError" in str(raised.value)
     assert API_KEY not in str(raised.value)
 

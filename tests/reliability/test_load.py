@@ -21,13 +21,12 @@ import time
 
 import httpx
 import pytest
+from app_servers import running_serve
 from backend_servers import TENANT_DOCS, LoopbackServer, Reply, custom_route
-from parallel_rag.backends.bm25 import BM25Index
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.studio.admission import AdmissionLimits, Gate, GateFull
 from parallel_rag.studio.langserve_app import create_app
-from servers import BIN, ServerProcess, free_port
-from studio_servers import server_env, server_workspace
+from studio_servers import server_workspace
 
 pytestmark = pytest.mark.integration
 
@@ -43,16 +42,8 @@ QUESTION = "When did the Golden Gate Bridge open?"
 def served(example_index, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("load")
     config_path = server_workspace(example_index, workdir, {})
-    port = free_port()
-    command = [str(BIN / "parallel-rag"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = ServerProcess(
-        command, env=server_env(config_path), cwd=workdir, log_path=workdir / "server.log"
-    )
-    try:
-        server.wait_for(f"http://127.0.0.1:{port}/healthz")
-        yield f"http://127.0.0.1:{port}", server
-    finally:
-        server.stop()
+    with running_serve(config_path, workdir) as (server, url):
+        yield url, server
 
 
 async def drive(url: str, bodies: list[dict], concurrency: int) -> list[tuple[int, dict, float]]:
@@ -135,15 +126,7 @@ class SlowSearch:
                 self.in_flight -= 1
 
 
-@pytest.fixture(scope="module")
-def bm25_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("bound")
-    chunks = [(d["id"], d["content"], {"tenant": d["tenant"]}) for d in TENANT_DOCS]
-    BM25Index.from_chunks(chunks).save(directory / "bm25")
-    return directory
-
-
-def slow_app(bm25_dir, search_url: str, limits: AdmissionLimits):
+def slow_app(tenant_bm25_dir, search_url: str, limits: AdmissionLimits):
     config = {
         "retrievers": [
             {"name": "lexical", "backend": "bm25", "backend_config": {"index_path": "bm25"}},
@@ -161,7 +144,7 @@ def slow_app(bm25_dir, search_url: str, limits: AdmissionLimits):
         ],
         "generator": {"kind": "extractive", "min_similarity": None},
     }
-    return create_app(build_graph(config, base_dir=bm25_dir), limits=limits)
+    return create_app(build_graph(config, base_dir=tenant_bm25_dir), limits=limits)
 
 
 async def fire(app, requests: list[tuple[str, dict]]) -> list[httpx.Response]:
@@ -179,10 +162,10 @@ def assert_busy(response: httpx.Response) -> None:
     assert error["type"] == "service_unavailable" and error["code"] == "server_busy"
 
 
-def test_beyond_the_bound_requests_queue_then_get_503_with_retry_after(bm25_dir):
+def test_beyond_the_bound_requests_queue_then_get_503_with_retry_after(tenant_bm25_dir):
     search = SlowSearch(delay=1.5)
     with LoopbackServer(search) as server:
-        app = slow_app(bm25_dir, server.url, AdmissionLimits(max_concurrency=2, max_queue=2))
+        app = slow_app(tenant_bm25_dir, server.url, AdmissionLimits(max_concurrency=2, max_queue=2))
         started = time.monotonic()
         responses = asyncio.run(fire(app, [("/rag/invoke", {"input": {"query": QUESTION}})] * 8))
         elapsed = time.monotonic() - started
@@ -198,11 +181,11 @@ def test_beyond_the_bound_requests_queue_then_get_503_with_retry_after(bm25_dir)
     assert elapsed >= 2 * search.delay  # the queued two waited for a slot
 
 
-def test_a_request_waits_in_the_queue_at_most_its_timeout(bm25_dir):
+def test_a_request_waits_in_the_queue_at_most_its_timeout(tenant_bm25_dir):
     search = SlowSearch(delay=2.0)
     limits = AdmissionLimits(max_concurrency=1, max_queue=5, queue_timeout_seconds=0.5)
     with LoopbackServer(search) as server:
-        app = slow_app(bm25_dir, server.url, limits)
+        app = slow_app(tenant_bm25_dir, server.url, limits)
         responses = asyncio.run(fire(app, [("/rag/invoke", {"input": {"query": QUESTION}})] * 3))
     assert sorted(r.status_code for r in responses) == [200, 503, 503]
     for response in responses:
@@ -212,10 +195,10 @@ def test_a_request_waits_in_the_queue_at_most_its_timeout(bm25_dir):
     assert search.peak == 1
 
 
-def test_a_batch_counts_as_its_runs_and_runs_at_most_the_bound_at_once(bm25_dir):
+def test_a_batch_counts_as_its_runs_and_runs_at_most_the_bound_at_once(tenant_bm25_dir):
     search = SlowSearch(delay=0.5)
     with LoopbackServer(search) as server:
-        app = slow_app(bm25_dir, server.url, AdmissionLimits(max_concurrency=2, max_queue=0))
+        app = slow_app(tenant_bm25_dir, server.url, AdmissionLimits(max_concurrency=2, max_queue=0))
         batch = {"inputs": [{"query": QUESTION}] * 5}
         responses = asyncio.run(
             fire(app, [("/rag/batch", batch), ("/rag/invoke", {"input": {"query": QUESTION}})])
@@ -225,10 +208,10 @@ def test_a_batch_counts_as_its_runs_and_runs_at_most_the_bound_at_once(bm25_dir)
     assert search.peak <= 2
 
 
-def test_reads_are_never_held_back_by_a_full_gate(bm25_dir):
+def test_reads_are_never_held_back_by_a_full_gate(tenant_bm25_dir):
     search = SlowSearch(delay=1.5)
     with LoopbackServer(search) as server:
-        app = slow_app(bm25_dir, server.url, AdmissionLimits(max_concurrency=1, max_queue=0))
+        app = slow_app(tenant_bm25_dir, server.url, AdmissionLimits(max_concurrency=1, max_queue=0))
 
         async def scenario():
             transport = httpx.ASGITransport(app=app)

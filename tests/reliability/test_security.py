@@ -23,6 +23,7 @@ import logging
 import httpx
 import pytest
 import yaml
+from app_servers import running_langgraph_dev, running_serve
 from backend_servers import (
     BRIDGE_QUESTION,
     TENANT_DOCS,
@@ -46,8 +47,7 @@ from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.generate.evidence import format_evidence, neutralize
 from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.langserve_app import create_app
-from servers import BIN, ServerProcess, free_port
-from studio_servers import REPO_ROOT, server_env, server_workspace
+from studio_servers import server_workspace
 
 pytestmark = pytest.mark.integration
 
@@ -207,25 +207,8 @@ async def test_langserve_has_no_config_hash_routes(inproc_app):
 def dev_server(example_index, tmp_path_factory, echo):
     workdir = tmp_path_factory.mktemp("security-dev")
     config_path = server_workspace(example_index, workdir, leaky_extra(echo.url))
-    port = free_port()
-    command = [
-        str(BIN / "langgraph"),
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    server = ServerProcess(
-        command, env=server_env(config_path), cwd=REPO_ROOT, log_path=workdir / "server.log"
-    )
-    try:
-        server.wait_for(f"http://127.0.0.1:{port}/ok")
-        yield server, f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with running_langgraph_dev(config_path, workdir) as (server, url):
+        yield server, url
 
 
 @pytest.fixture
@@ -311,16 +294,8 @@ async def test_langgraph_dev_results_and_log_carry_no_secret(dev_server, dev_cli
 def leaky_langserve(example_index, tmp_path_factory, echo):
     workdir = tmp_path_factory.mktemp("security-langserve")
     config_path = server_workspace(example_index, workdir, leaky_extra(echo.url))
-    port = free_port()
-    command = [str(BIN / "parallel-rag"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    server = ServerProcess(
-        command, env=server_env(config_path), cwd=workdir, log_path=workdir / "server.log"
-    )
-    try:
-        server.wait_for(f"http://127.0.0.1:{port}/healthz")
-        yield server, f"http://127.0.0.1:{port}", config_path
-    finally:
-        server.stop()
+    with running_serve(config_path, workdir) as (server, url):
+        yield server, url, config_path
 
 
 def test_langserve_outputs_and_log_carry_no_secret(leaky_langserve, echo):

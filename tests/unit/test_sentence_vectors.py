@@ -3,12 +3,7 @@ reads them through, and the configuration that turns them on and off."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -231,35 +226,6 @@ def test_concurrent_readers_during_batched_writes_see_only_whole_batches(tmp_pat
         thread.join(timeout=120)
     assert not errors and not partial
     assert SentenceVectorStore(path, IDENTITY).missing([t for b in batches for t in b]) == []
-
-
-def test_a_writer_killed_mid_transaction_leaves_the_store_as_it_was(tmp_path):
-    path = tmp_path / "v.sqlite3"
-    filled_store(path, ["kept"])
-    script = textwrap.dedent(
-        f"""
-        import sqlite3, sys
-        connection = sqlite3.connect({str(path)!r})
-        connection.execute("BEGIN IMMEDIATE")
-        connection.executemany(
-            "INSERT INTO sentence_vectors (key, vector) VALUES (?, ?)",
-            [(bytes([i % 256, i // 256]) * 8, b"\\0" * 16) for i in range(5000)],
-        )
-        print("written", flush=True)
-        sys.stdin.readline()
-        """
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert process.stdout.readline().strip() == "written"
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.wait(timeout=30)
-    store = SentenceVectorStore(path, IDENTITY)
-    assert len(store) == 1 and set(store.get(["kept"])) == {"kept"}
-    assert store.put(["after"], [[1.0] * 26]) == 1 and len(store) == 2
 
 
 def test_config_sets_where_the_vectors_live_and_null_turns_them_off(tmp_path):
