@@ -19,6 +19,7 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.studio.cli import main
+from tenant_fixtures import write_tenant_jsonl
 from warm_up_checks import forbid
 
 VectorStoreEntry = ENTRY_MODELS["vectorstore"]
@@ -27,22 +28,13 @@ pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_jsonl(path: Path, docs: list[dict]) -> Path:
-    lines = [
-        json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
-        for d in docs
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """A config with a vectorstore branch, and two corpus files ingested with --store."""
     root = tmp_path_factory.mktemp("vectorstore")
     (root / "corpus").mkdir()
-    bridges = write_jsonl(root / "corpus" / "bridges.jsonl", TENANT_DOCS[:2])
-    others = write_jsonl(root / "corpus" / "others.jsonl", TENANT_DOCS[2:])
+    bridges = write_tenant_jsonl(root / "corpus" / "bridges.jsonl", TENANT_DOCS[:2])
+    others = write_tenant_jsonl(root / "corpus" / "others.jsonl", TENANT_DOCS[2:])
     config = {
         "retrievers": [
             {"name": "lexical", "backend": "bm25"},
@@ -132,7 +124,7 @@ def test_updating_replaces_a_files_chunks_and_keeps_the_others(workspace, tmp_pa
     store_dir = VectorStoreSettings(vector_store_id="kb").store_dir(root)
     before = (store_dir / CURRENT_FILE).read_text()
     changed = [dict(TENANT_DOCS[0], content="The Golden Gate Bridge was repainted in 2025.")]
-    write_jsonl(bridges, changed)
+    write_tenant_jsonl(bridges, changed)
     try:
         assert main(["--config", str(config_file), "ingest", "--store", "kb", str(bridges)]) == 0
         store = open_store(store_dir)
@@ -144,7 +136,7 @@ def test_updating_replaces_a_files_chunks_and_keeps_the_others(workspace, tmp_pa
         revisions = [p for p in store_dir.iterdir() if p.name.startswith("rev-")]
         assert len(revisions) <= 2
     finally:
-        write_jsonl(bridges, TENANT_DOCS[:2])
+        write_tenant_jsonl(bridges, TENANT_DOCS[:2])
         main(["--config", str(config_file), "ingest", "--store", "kb", "--quiet", str(bridges)])
 
 
@@ -183,7 +175,7 @@ def test_store_refuses_another_embedding_model(workspace):
 
 def test_the_installed_command_accepts_store(tmp_path):
     """The real console command, as a user runs it."""
-    corpus = write_jsonl(tmp_path / "docs.jsonl", TENANT_DOCS[:3])
+    corpus = write_tenant_jsonl(tmp_path / "docs.jsonl", TENANT_DOCS[:3])
     command = [
         str(Path(sys.executable).with_name("parallel-rag")),
         "ingest",

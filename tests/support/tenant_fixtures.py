@@ -11,16 +11,22 @@ import pytest
 from backend_servers import TENANT_DOCS
 
 
-@pytest.fixture(scope="session")
-def tenant_corpus_file(tmp_path_factory) -> Path:
-    """The multi-tenant corpus as a JSONL file: tenant in each record's metadata."""
-    path = tmp_path_factory.mktemp("tenant-corpus") / "tenants.jsonl"
+def write_tenant_jsonl(path: Path, docs: list[dict]) -> Path:
+    """``docs`` (records of ``TENANT_DOCS``) as a JSONL file: tenant in each record's metadata."""
     lines = [
         json.dumps({"id": d["id"], "text": d["content"], "metadata": {"tenant": d["tenant"]}})
-        for d in TENANT_DOCS
+        for d in docs
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def tenant_corpus_file(tmp_path_factory) -> Path:
+    """The multi-tenant corpus as a JSONL file: tenant in each record's metadata."""
+    return write_tenant_jsonl(
+        tmp_path_factory.mktemp("tenant-corpus") / "tenants.jsonl", TENANT_DOCS
+    )
 
 
 @pytest.fixture(scope="session")
