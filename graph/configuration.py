@@ -20,6 +20,7 @@ from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries
 from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
+from parallel_rag.graph.errors import ConfigError as ConfigError  # re-exported
 from parallel_rag.nodes.chat_models import ChatModelSettings
 from parallel_rag.nodes.failure_policy import FailurePolicy
 from parallel_rag.nodes.fuse import (
@@ -44,10 +45,6 @@ from pydantic import (
 
 MIN_RETRIEVERS, MAX_RETRIEVERS = 2, 4
 DEFAULT_RERANK_CANDIDATES = 20
-
-
-class ConfigError(ValueError):
-    """A configuration problem found at load time; the message names the bad field or file."""
 
 
 class _Strict(BaseModel):

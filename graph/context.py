@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
+from parallel_rag.graph.errors import FieldError, problems
 from parallel_rag.nodes.fuse import FusionMethod
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -100,22 +101,15 @@ a hostile payload fails loudly instead of being silently ignored (none is ever r
 run's config). Generic names such as ``model`` stay free for composed LCEL apps."""
 
 
-class KnobError(ValueError):
+class KnobError(FieldError):
     """A per-run setting the pipeline cannot honour; ``field`` is its dotted path."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
 
 
 def _parse(data: Mapping[str, Any], where: str) -> RAGContext:
     try:
         return RAGContext.model_validate(dict(data))
     except ValidationError as error:
-        problem = error.errors()[0]
-        path = ".".join(str(part) for part in problem["loc"])
-        raise KnobError(f"{where}.{path}" if path else where, problem["msg"]) from None
+        raise KnobError.of(problems(error, data, prefix=where)) from None
 
 
 def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGContext:

@@ -1,6 +1,6 @@
 """Loading the pipeline configuration: which file (argument, ``$PARALLEL_RAG_CONFIG``,
-./parallel-rag.yaml, else the embedded defaults), YAML parsing, and validation errors rewritten
-to one line per problem naming the field by its path in the file."""
+./parallel-rag.yaml, else the embedded defaults), YAML parsing, and validation errors as one
+line per problem naming the field by its path in the file (``graph/errors.py`` writes them)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from parallel_rag.backends.registry import BACKENDS
-from parallel_rag.graph.configuration import NESTED_BACKENDS, ConfigError, PipelineConfig
+from parallel_rag.graph.configuration import ConfigError, PipelineConfig
+from parallel_rag.graph.errors import problems
 from pydantic import ValidationError
 
 DEFAULT_CONFIG_FILE = "parallel-rag.yaml"
 CONFIG_ENV = "PARALLEL_RAG_CONFIG"
-LEG_FIELDS = frozenset(leg for spec in BACKENDS.values() for leg in spec.legs)
 
 
 def default_config_dict() -> dict[str, Any]:
@@ -27,24 +26,6 @@ def default_config_dict() -> dict[str, Any]:
             {"name": "dense", "backend": "qdrant_edge"},
         ]
     }
-
-
-def format_validation_error(error: ValidationError, source: str) -> str:
-    """One line per problem: dotted path of the bad field, then what is wrong. The backend
-    names pydantic inserts into the path of an entry (and of a leg inside it) are dropped, so
-    the path is the one written in the file."""
-    lines = [f"invalid configuration in {source}:"]
-    for problem in error.errors():
-        loc = list(problem["loc"])
-        if len(loc) > 2 and loc[0] == "retrievers" and isinstance(loc[1], int):
-            del loc[2]  # the discriminator tag (backend name) pydantic inserts
-            if len(loc) > 4 and loc[2] == "backend_config" and loc[3] in LEG_FIELDS:
-                if loc[4] in NESTED_BACKENDS:
-                    del loc[4]  # the same tag on a leg
-        message = problem["msg"].removeprefix("Value error, ")
-        path = ".".join(str(part) for part in loc)
-        lines.append(f"  {path}: {message}" if path else f"  {message}")
-    return "\n".join(lines)
 
 
 def parse_config(
@@ -70,7 +51,7 @@ def parse_config(
             },
         )
     except ValidationError as error:
-        raise ConfigError(format_validation_error(error, source)) from None
+        raise ConfigError.invalid("configuration", source, problems(error, data)) from None
 
 
 def config_path(path: str | os.PathLike | None = None) -> Path | None:
