@@ -4,11 +4,15 @@ and managed vector stores, including those a ``hybrid`` uses), replacing earlier
 same files. ``store=NAME`` (``parallel-rag ingest --store
 NAME``) writes into the managed vector store ``NAME`` only, creating it if needed.
 
-All files are read and validated, embedded (once, shared by all dense stores) and every store
-opened before anything is written, so a bad file, a missing model or a store another process
-holds leaves every index as it was. Chunk ids are stable and each index replaces a file's
-chunks as a whole, so an ingest killed halfway converges when run again: every chunk present
-exactly once, the same ids in every index.
+Every file is converted first (its chunks spooled to a temporary file), so a bad file stops
+the run before anything is written (or, with ``skip_bad_files``, is listed and left out). Then
+every store is opened (a store another process holds fails here, before any write) and the
+chunks are embedded and written a batch of whole files at a time: memory is bounded by the
+batch, not the corpus. Each batch is embedded before it is written, so a missing model fails
+before the first write that needs a vector. Chunk ids are stable and each index replaces a
+file's chunks as a whole, so an ingest killed halfway converges when run again: the batches
+already written are found unchanged and skipped, every chunk ends present exactly once, the
+same ids in every index.
 
 Re-ingesting unchanged files changes nothing: every chunk carries a ``chunk_hash`` of its text,
 metadata and embedding model; a store that already holds a file's chunks with the same ids and
@@ -43,6 +47,7 @@ from parallel_rag.graph.configuration import (
     PipelineConfig,
     RetrieverEntry,
 )
+from parallel_rag.studio.chunk_spool import ChunkSpool, file_batches
 from parallel_rag.studio.document_loading import (
     SUPPORTED_SUFFIXES,
     BadFileError,
@@ -50,7 +55,6 @@ from parallel_rag.studio.document_loading import (
     DocumentLoadError,
     chunks_from_documents,
     discover_files,
-    file_id_for,
     load_chunks,
 )
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, MissingExtraError
@@ -123,20 +127,26 @@ def store_root(config: PipelineConfig) -> str:
     return DEFAULT_ROOT
 
 
-def embed_chunks(chunks: Sequence[Chunk], model: str, device: str, progress: bool) -> np.ndarray:
+def embed_chunks(
+    chunks: Sequence[Chunk], model: str, device: str, progress: bool, bar: tqdm | None = None
+) -> np.ndarray:
     """The chunks' vectors, one float32 row each (what the model computes, exactly): a million
-    chunks at 384 dimensions take 1.5 GB this way, where lists of Python floats took 12 GB."""
+    chunks at 384 dimensions take 1.5 GB this way, where lists of Python floats took 12 GB.
+    ``bar`` (a caller's progress bar counting chunks) advances as they are embedded."""
     matrix = np.zeros((len(chunks), 0), dtype=np.float32)
     if not chunks:  # no model loaded when no dense index needs a vector
         return matrix
     embeddings = load_embeddings(model, device)
     batches = range(0, len(chunks), EMBED_BATCH)
-    for start in tqdm(batches, desc="embedding", unit="batch", disable=not progress):
+    own = bar is None and progress
+    for start in tqdm(batches, desc="embedding", unit="batch", disable=not own):
         part = chunks[start : start + EMBED_BATCH]
         rows = np.asarray(embeddings.embed_documents([c.content for c in part]), np.float32)
         if start == 0:
             matrix = np.empty((len(chunks), rows.shape[1]), dtype=np.float32)
         matrix[start : start + len(part)] = rows
+        if bar is not None:
+            bar.update(len(part))
     return matrix
 
 
@@ -200,6 +210,11 @@ def ingest_targets(config: PipelineConfig, store: str | None) -> list[RetrieverE
     return targets
 
 
+INGEST_BATCH_CHUNKS = 2048
+"""Chunks converted, embedded and written per batch (whole files): ingest's memory is bounded
+by a batch, not the corpus, and a killed ingest keeps every batch it wrote."""
+
+
 def ingest_paths(
     paths: Iterable[str | Path],
     config: PipelineConfig,
@@ -212,48 +227,54 @@ def ingest_paths(
     store: str | None = None,
     skip_bad_files: bool = False,
     max_file_mb: float = DEFAULT_MAX_FILE_MB,
+    batch_chunks: int | None = None,
 ) -> IngestReport:
     """Ingest files or directories into every index the config names (bm25, qdrant, milvus,
     vectorstore), or only into the managed vector store ``store``.
 
-    Every file is converted before anything is written. A bad file (corrupt, encrypted, no
-    text, over ``max_file_mb``...) is one line naming it and the reason: by default all bad
-    files are listed and nothing is written; ``skip_bad_files`` writes the others and lists the
-    bad ones in ``report.skipped``. A converter's missing extra stops the run either way."""
+    Two passes. First every file is converted, its chunks spooled to a temporary file: a bad
+    file (corrupt, encrypted, no text, over ``max_file_mb``...) is one line naming it and the
+    reason; by default all bad files are listed and nothing is written, ``skip_bad_files``
+    goes on with the others and lists the bad ones in ``report.skipped``. A converter's missing
+    extra stops the run either way. Then the chunks are embedded and written a batch of whole
+    files at a time (``batch_chunks``, default ``INGEST_BATCH_CHUNKS``): memory stays bounded by
+    a batch, and an ingest killed after some batches, run again, finds those files unchanged in
+    every store and neither embeds nor writes them again."""
     targets = ingest_targets(config, store)
     files = discover_files(paths)
     if not files:
         raise DocumentLoadError(
             f"no {', '.join(sorted(SUPPORTED_SUFFIXES))} files found in the given paths"
         )
-    chunks: list[Chunk] = []
     bad: dict[Path, str] = {}
-    for path in tqdm(files, desc="reading", unit="file", disable=not progress):
-        try:
-            chunks.extend(
-                load_chunks(
-                    path,
-                    chunk_size=chunk_size,
-                    chunk_overlap=chunk_overlap,
-                    extra_metadata=extra_metadata,
-                    max_file_mb=max_file_mb,
+    with ChunkSpool() as spool:
+        reading = tqdm(files, desc="converting", unit="file", disable=not progress)
+        for path in reading:
+            try:
+                spool.extend(
+                    load_chunks(
+                        path,
+                        chunk_size=chunk_size,
+                        chunk_overlap=chunk_overlap,
+                        extra_metadata=extra_metadata,
+                        max_file_mb=max_file_mb,
+                    )
                 )
+            except MissingExtraError:
+                raise
+            except BadFileError as error:
+                bad[path] = str(error)
+            reading.set_postfix(chunks=spool.count, bad=len(bad), refresh=False)
+        if bad and (not skip_bad_files or len(bad) == len(files)):
+            reason = "no usable file" if skip_bad_files else "nothing was ingested"
+            raise BadFileError(
+                f"{len(bad)} bad file(s), {reason} (--skip-bad-files indexes the others):\n  "
+                + "\n  ".join(bad.values())
             )
-        except MissingExtraError:
-            raise
-        except BadFileError as error:
-            bad[path] = str(error)
-    if bad and (not skip_bad_files or len(bad) == len(files)):
-        reason = "no usable file" if skip_bad_files else "nothing was ingested"
-        raise BadFileError(
-            f"{len(bad)} bad file(s), {reason} (--skip-bad-files indexes the others):\n  "
-            + "\n  ".join(bad.values())
-        )
-    good = [p for p in files if p not in bad]
-    report = write_chunks(
-        chunks, {file_id_for(p) for p in good}, config, base_dir, targets, store, progress
-    )
-    report.files, report.skipped = [str(p) for p in good], list(bad.values())
+        batches = file_batches(spool, batch_chunks or INGEST_BATCH_CHUNKS)
+        report = write_batches(batches, spool.count, config, base_dir, targets, store, progress)
+    report.files = [str(p) for p in files if p not in bad]
+    report.skipped = list(bad.values())
     return report
 
 
@@ -285,25 +306,25 @@ def ingest_documents(
     )
     if not chunks:
         raise DocumentLoadError("no document with text to ingest")
-    report = write_chunks(chunks, set(sources), config, base_dir, targets, store, progress)
+    chunks.sort(key=lambda c: c.metadata["file_id"])  # stable: a source's chunks keep order
+    batches = file_batches(chunks, INGEST_BATCH_CHUNKS)
+    report = write_batches(batches, len(chunks), config, base_dir, targets, store, progress)
     report.files = list(sources.values())
     return report
 
 
-def write_chunks(
-    chunks: list[Chunk],
-    file_ids: set[str],
+def write_batches(
+    batches: Iterable[list[Chunk]],
+    total: int,
     config: PipelineConfig,
     base_dir: Path,
     targets: list[RetrieverEntry],
     store: str | None,
     progress: bool,
 ) -> IngestReport:
-    """Write the chunks of ``file_ids`` into ``targets``, each file's chunks replacing what the
-    store held for it, skipping stores whose chunks of a file are unchanged (see the module)."""
-    add_chunk_hashes(chunks, config.embeddings.model)
-    report = IngestReport(chunks=len(chunks))
-
+    """Write batches of whole files' chunks into ``targets``: every store is opened before the
+    first write, then per batch each file's chunks replace what a store held for it, skipping
+    the stores whose chunks of that file are unchanged (see the module)."""
     stored = config.generator.sentence_vectors
     context = replace(
         backend_context(base_dir, config.embeddings),
@@ -312,28 +333,56 @@ def write_chunks(
     writers = [writer_for(entry, context) for entry in targets]
     for writer in writers:  # a store another process holds fails here, before any write
         writer.open()
+    labels = [
+        f"vector store {store}" if store is not None else f"{entry.name} ({entry.backend})"
+        for entry in targets
+    ]
+    report = IngestReport(indexes=labels)
+    written: set[str] = set()
+    bar = tqdm(total=total, desc="indexing", unit="chunk", disable=not progress)
+    for chunks in batches:
+        written |= write_batch(chunks, config, base_dir, writers, labels, report, bar)
+    bar.close()
+    report.unchanged = [label for label in labels if label not in written]
+    return report
+
+
+def write_batch(
+    chunks: list[Chunk],
+    config: PipelineConfig,
+    base_dir: Path,
+    writers: list[StoreWriter],
+    labels: list[str],
+    report: IngestReport,
+    bar: tqdm,
+) -> set[str]:
+    """One batch into every store; returns the labels of the stores written."""
+    add_chunk_hashes(chunks, config.embeddings.model)
+    file_ids = {c.metadata["file_id"] for c in chunks}
     fresh = by_file((c.id, c.metadata["file_id"], c.metadata["chunk_hash"]) for c in chunks)
     ids = sorted(file_ids)
     to_write = [changed_files(fresh, file_ids, writer.fingerprints(ids)) for writer in writers]
     dense = [files for w, files in zip(writers, to_write, strict=True) if w.needs_vectors]
     needed = set().union(*dense)
     to_embed = [c for c in chunks if c.metadata["file_id"] in needed]
-    vectors = embed_chunks(to_embed, config.embeddings.model, config.embeddings.device, progress)
+    bar.update(len(chunks) - len(to_embed))  # unchanged chunks count as done at once
+    model, device = config.embeddings.model, config.embeddings.device
+    vectors = embed_chunks(to_embed, model, device, progress=False, bar=bar)
     row_of = {c.id: row for row, c in enumerate(to_embed)}
-    report.embedded = len(to_embed)
-    report.sentences = store_sentence_vectors(chunks, config, base_dir, progress)
-    for entry, writer, files_to_write in zip(targets, writers, to_write, strict=True):
-        label = f"vector store {store}" if store is not None else f"{entry.name} ({entry.backend})"
-        report.indexes.append(label)
+    report.chunks += len(chunks)
+    report.embedded += len(to_embed)
+    report.sentences += store_sentence_vectors(chunks, config, base_dir, progress=False)
+    written = set()
+    for label, writer, files_to_write in zip(labels, writers, to_write, strict=True):
         if not files_to_write:
-            report.unchanged.append(label)
             continue
-        written = [c for c in chunks if c.metadata["file_id"] in files_to_write]
+        kept = [c for c in chunks if c.metadata["file_id"] in files_to_write]
         batch = ChunkBatch(
-            ids=[c.id for c in written],
-            texts=[c.content for c in written],
-            metadatas=[c.metadata for c in written],
-            vectors=vectors[[row_of[c.id] for c in written]] if writer.needs_vectors else None,
+            ids=[c.id for c in kept],
+            texts=[c.content for c in kept],
+            metadatas=[c.metadata for c in kept],
+            vectors=vectors[[row_of[c.id] for c in kept]] if writer.needs_vectors else None,
         )
         writer.write(batch, sorted(files_to_write))
-    return report
+        written.add(label)
+    return written

@@ -143,6 +143,7 @@ def two_bm25_config(tmp_path: Path):
         {"name": name, "backend": "bm25", "backend_config": {"index_path": f"idx/{name}"}}
         for name in ("a", "b")
     ]
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "parallel-rag.yaml"
     path.write_text(yaml.safe_dump({"retrievers": retrievers}), encoding="utf-8")
     return load_config(path)
