@@ -13,32 +13,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 EXIT_USAGE = 2
 
 
-def _router_file(config: str | None) -> str | None:
-    """The config file when it has a ``routing`` section (the OpenAI-compatible router)."""
-    from parallel_rag.studio.router.configuration import is_router_file
+def _resolve(args: argparse.Namespace):
+    """The command's configuration, through the one resolver every command uses."""
+    from parallel_rag.studio.config_resolution import resolve_config
 
-    chosen = config or os.environ.get("PARALLEL_RAG_CONFIG") or "parallel-rag.yaml"
-    return chosen if is_router_file(chosen) else None
-
-
-def _load(config: str | None):
-    from parallel_rag.graph.loading import load_config
-
-    router_file = _router_file(config)
-    if router_file is not None:  # a router file's top-level pipeline is what ingest writes
-        from parallel_rag.studio.router.configuration import load_router
-
-        _, pipeline, base_dir = load_router(router_file)
-        if pipeline is None:
-            raise ValueError(f"{router_file}: has routes but no top-level pipeline (retrievers)")
-        return pipeline, base_dir
-    return load_config(config)
+    return resolve_config(args.config, route=getattr(args, "route", None))
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from parallel_rag.studio.ingestion import ingest_paths
 
-    pipeline, base_dir = _load(args.config)
+    resolved = _resolve(args)
     metadata = {}
     for item in args.metadata or []:
         key, sep, value = item.partition("=")
@@ -47,8 +32,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         metadata[key] = value
     report = ingest_paths(
         args.paths,
-        pipeline,
-        base_dir,
+        resolved.runnable(),
+        resolved.base_dir,
         progress=not args.quiet,
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
@@ -123,13 +108,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     bounds = {"max_concurrency": args.max_concurrency, "max_queue": args.max_queue}
     limits = AdmissionLimits(**{k: v for k, v in bounds.items() if v is not None})
-    router_file = _router_file(args.config)
-    if router_file is not None:  # LangServe plus /v1/chat/completions, one app and gate
+    resolved = _resolve(args)
+    if resolved.router is not None:  # LangServe plus /v1/chat/completions, one app and gate
         from parallel_rag.studio.router.app import serve_router
 
-        serve_router(router_file, host=args.host, port=args.port, path=args.path, limits=limits)
+        serve_router(resolved, host=args.host, port=args.port, path=args.path, limits=limits)
         return 0
-    serve(args.config, host=args.host, port=args.port, path=args.path, limits=limits)
+    serve(
+        resolved.runnable(),
+        base_dir=resolved.base_dir,
+        host=args.host,
+        port=args.port,
+        path=args.path,
+        limits=limits,
+    )
     return 0
 
 
@@ -137,11 +129,11 @@ def cmd_route(args: argparse.Namespace) -> int:
     from parallel_rag.studio.router.app import preview_question
     from parallel_rag.studio.router.errors import RouterError
 
-    router_file = _router_file(args.config)
-    if router_file is None:
-        raise ValueError("route: needs a config with a routing section (--config FILE)")
+    resolved = _resolve(args)
+    if resolved.router is None:
+        raise ValueError(f"route: {resolved.source} has no routing section (--config FILE)")
     try:
-        preview = preview_question(router_file, args.question, args.model)
+        preview = preview_question(resolved, args.question, args.model)
     except RouterError as error:
         print(f"parallel-rag: {error.message}", file=sys.stderr)
         return 1
@@ -158,7 +150,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--queries: must be at least 1, got {args.queries}")
     if not 1 <= args.depth <= 1000:
         raise ValueError(f"--depth: must be between 1 and 1000, got {args.depth}")
-    pipeline, _ = _load(args.config)
+    pipeline = _resolve(args).runnable()
     folder = Path(args.dataset)
     workdir = Path(args.workdir or Path(".parallel-rag-eval") / folder.resolve().name)
     scores = evaluate(
@@ -187,7 +179,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     if not 1 <= args.port <= 65535:
         raise ValueError(f"--port: must be between 1 and 65535, got {args.port}")
-    serve_mcp(args.config, http=args.http, port=args.port)
+    resolved = _resolve(args)
+    serve_mcp(resolved.runnable(), base_dir=resolved.base_dir, http=args.http, port=args.port)
     return 0
 
 
@@ -212,16 +205,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.tenant is not None:
         request["tenant"] = args.tenant
     coerce_request(request)  # a bad request fails here, before any model or store is loaded
+    resolved = _resolve(args)
+    pipeline = resolved.runnable()
     if args.llm or args.model or args.rewriter:
         from parallel_rag.studio.llm_endpoint import with_llm_endpoint
 
-        pipeline, base_dir = _load(args.config)
         pipeline = with_llm_endpoint(
             pipeline, args.llm, model=args.model, rewriter_kind=args.rewriter
         )
-        graph = build_graph(pipeline, base_dir=base_dir)
-    else:
-        graph = build_graph(args.config)
+    graph = build_graph(pipeline, base_dir=resolved.base_dir)
     profile = graph_profile(graph)
     if profile is not None:  # a large store is read now, not inside the branch's timeout
         profile.warm_up()
@@ -231,6 +223,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     else:
         print(format_answer(result))
     return 0
+
+
+ROUTE_HELP = (
+    "with a router config: run this route's pipeline (default: the top-level pipeline, else "
+    "the routing.default route's, else the first route that retrieves)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -278,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="files larger than this are bad files (default 200)",
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress bars")
+    ingest.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     ingest.set_defaults(run=cmd_ingest)
 
     ask = commands.add_parser("ask", help="answer a question from the indexed documents")
@@ -302,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument(
         "--no-progress", action="store_true", help="do not list branches as they finish (stderr)"
     )
+    ask.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     ask.set_defaults(run=cmd_ask)
 
     serve = commands.add_parser(
@@ -320,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="requests waiting at most (default 64, each up to 60 s); beyond: 503 + Retry-After",
     )
+    serve.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     serve.set_defaults(run=cmd_serve)
 
     route = commands.add_parser(
@@ -349,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--json", action="store_true", help="print the scores as JSON")
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
+    evaluate.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     evaluate.set_defaults(run=cmd_eval)
 
     mcp = commands.add_parser(
@@ -360,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1")
     mcp.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    mcp.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     mcp.set_defaults(run=cmd_mcp)
     return parser
 

@@ -232,16 +232,18 @@ def create_app(
 def serve(
     config: ConfigSource = None,
     *,
+    base_dir: str | os.PathLike | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
     path: str = DEFAULT_PATH,
     log_level: str = "info",
     limits: AdmissionLimits | None = None,
 ) -> None:
-    """Build the graph and run the app under uvicorn (blocks until stopped)."""
+    """Build the graph and run the app under uvicorn (blocks until stopped). ``base_dir``:
+    where a ``PipelineConfig``'s relative paths start (a file's own folder)."""
     import uvicorn
 
-    graph = build_graph(config)
+    graph = build_graph(config, base_dir=base_dir)
     profile = graph_profile(graph)
     if profile is not None:
         profile.warm_up()  # the model and the stores load now, not in the first requests' timeouts

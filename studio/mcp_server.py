@@ -142,11 +142,17 @@ def build_server(graph: CompiledStateGraph, *, name: str = "parallel-rag") -> MC
 
 
 def serve(
-    config: ConfigSource = None, *, http: bool = False, port: int = DEFAULT_PORT, host: str = HOST
+    config: ConfigSource = None,
+    *,
+    base_dir: str | os.PathLike | None = None,
+    http: bool = False,
+    port: int = DEFAULT_PORT,
+    host: str = HOST,
 ) -> None:
-    """Build the graph (loading what the first request would), then serve it until stopped."""
+    """Build the graph (loading what the first request would), then serve it until stopped.
+    ``base_dir``: where a ``PipelineConfig``'s relative paths start (a file's own folder)."""
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport: keep it clean
-        graph = build_graph(config)
+        graph = build_graph(config, base_dir=base_dir)
         profile = graph_profile(graph)
         if profile is not None:
             profile.warm_up()  # the model and the stores load now, not in the first call's timeouts

@@ -10,13 +10,13 @@ Every failure is an OpenAI-style error ``{"error": {"message", "type", "param", 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from parallel_rag.graph.builder import build_graph
-from parallel_rag.studio.router.configuration import AUTO_MODEL, load_router
+from parallel_rag.studio.config_resolution import ResolvedConfig
+from parallel_rag.studio.router.configuration import AUTO_MODEL
 from parallel_rag.studio.router.errors import RouterError
 from parallel_rag.studio.router.request import read_json
 from parallel_rag.studio.router.runtime import RouterRuntime
@@ -53,19 +53,21 @@ def add_openai_routes(app: FastAPI, runtime: RouterRuntime) -> None:
     app.router.on_shutdown.append(runtime.aclose)
 
 
-def create_router_app(config_path: str | Path, *, limits=None, langserve_path: str = "/rag"):
-    """The served app for a router config: LangServe at ``langserve_path`` (the file's top-level
-    pipeline, else the first retrieving route's graph) plus the OpenAI-compatible routes."""
+def create_router_app(config: ResolvedConfig, *, limits=None, langserve_path: str = "/rag"):
+    """The served app for a router config: LangServe at ``langserve_path`` (the pipeline the
+    resolver chose: ``--route``, the top-level pipeline, else the default or first retrieving
+    route's) plus the OpenAI-compatible routes."""
     from parallel_rag.studio.admission import AdmissionControl, AdmissionLimits
     from parallel_rag.studio.langserve_app import create_app
 
-    config, pipeline, base_dir = load_router(config_path)
-    runtime = RouterRuntime(config, base_dir)
-    graph = None
-    if pipeline is not None:
-        graph = build_graph(pipeline, base_dir=base_dir)
+    assert config.router is not None, "create_router_app needs a router config"
+    runtime = RouterRuntime(config.router, config.base_dir)
+    if config.route is not None:  # a route's pipeline: its graph is compiled already
+        graph = runtime.routes[config.route].graph
+    elif config.pipeline is not None:
+        graph = build_graph(config.pipeline, base_dir=config.base_dir)
     else:
-        graph = next((r.graph for r in runtime.routes.values() if r.graph is not None), None)
+        graph = None
     limits = limits or AdmissionLimits()
     if graph is not None:
         app = create_app(graph, path=langserve_path, limits=limits)
@@ -82,7 +84,7 @@ def create_router_app(config_path: str | Path, *, limits=None, langserve_path: s
 
 
 def serve_router(
-    config_path: str | Path,
+    config: ResolvedConfig,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -93,13 +95,13 @@ def serve_router(
     """``parallel-rag serve`` for a config with a ``routing`` section (blocks until stopped)."""
     import uvicorn
 
-    app, runtime = create_router_app(config_path, limits=limits, langserve_path=path)
+    app, runtime = create_router_app(config, limits=limits, langserve_path=path)
     runtime.warm_up()
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
-def preview_question(config_path: str | Path, question: str, model: str = AUTO_MODEL) -> dict:
+def preview_question(config: ResolvedConfig, question: str, model: str = AUTO_MODEL) -> dict:
     """``parallel-rag route "question"``: the preview, without opening any store."""
-    config, _, base_dir = load_router(config_path)
-    runtime = RouterRuntime(config, base_dir, compile_graphs=False)
+    assert config.router is not None, "preview_question needs a router config"
+    runtime = RouterRuntime(config.router, config.base_dir, compile_graphs=False)
     return runtime.preview({"model": model, "messages": [{"role": "user", "content": question}]})
