@@ -3,7 +3,7 @@
 ``ingest`` writes the top-level pipeline, ``ask`` answers from it (or from ``--route NAME``'s
 pipeline), ``route`` previews the route with its fusion, ``eval`` scores the pipeline, ``mcp``
 serves it to an MCP client over stdio, and ``serve`` serves it under ``/rag`` beside the
-router's ``/v1`` (a server on 127.0.0.1, stopped by its PID)."""
+router's ``/v1`` (``running_serve``: 127.0.0.1, stopped by its PID)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from app_servers import running_serve
 from mcp import Client, StdioServerParameters
-from servers import BIN, ServerProcess, free_port
+from servers import BIN
 
 pytestmark = pytest.mark.integration
 
@@ -119,13 +120,8 @@ async def test_mcp_serves_the_router_files_pipeline(workspace):
     assert [d["id"] for d in documents] == [d["id"] for d in expected["documents"]]
 
 
-def test_serve_serves_the_pipeline_under_rag_beside_the_routes(workspace, tmp_path):
-    port = free_port()
-    command = [str(BIN / "parallel-rag"), "--config", "router.yaml", "serve", "--port", str(port)]
-    server = ServerProcess(command, env=env(), cwd=workspace, log_path=tmp_path / "serve.log")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        server.wait_for(f"{base}/healthz", timeout=SECONDS)
+def test_serve_serves_the_pipeline_under_rag_beside_the_routes(workspace):
+    with running_serve(workspace / "router.yaml", workspace) as (_, base):
         models = httpx.get(f"{base}/v1/models", timeout=30).json()
         assert [m["id"] for m in models["data"]] == ["auto", "docs", "edge-docs", "chat"]
         answer = httpx.post(
@@ -134,5 +130,3 @@ def test_serve_serves_the_pipeline_under_rag_beside_the_routes(workspace, tmp_pa
         assert answer.status_code == 200, answer.text
         branches = answer.json()["output"]["branches"]
         assert {b["retriever"] for b in branches} == {"lexical", "dense"}
-    finally:
-        server.stop(grace=10)
