@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from parallel_rag.backends.registry import setting_names
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
 from parallel_rag.graph.errors import FieldError, problems
 from parallel_rag.nodes.fuse import FusionMethod
@@ -89,16 +90,16 @@ class RAGContext(BaseModel):
 
 KNOBS: frozenset[str] = frozenset(RAGContext.model_fields)
 
-SETTINGS_NOT_KNOBS: frozenset[str] = frozenset(
-    """endpoint url base_url api_base openai_api_base api_key openai_api_key api_key_env token
-    headers auth_header auth_scheme organization project uri path index_path location root
-    collection vector_store_id db_name namespace class_name backend backend_config primary
-    fallback embeddings request_template filter_expression tenant_field mcp_servers server_name
-    tool_name upstream routing""".split()
+SETTINGS_NOT_KNOBS: frozenset[str] = setting_names() | frozenset(
+    """backend backend_config embeddings tenant_field mcp_servers upstream routing api_base
+    openai_api_base openai_api_key base_url api_key""".split()
 )
 """Configuration fields a run might try to set through ``configurable``: refused by name, so
 a hostile payload fails loudly instead of being silently ignored (none is ever read from a
-run's config). Generic names such as ``model`` stay free for composed LCEL apps."""
+run's config). Every backend setting (``registry.setting_names``: endpoints, keys, paths,
+collections, legs...) and, by hand, the entry's and the pipeline's own sections and the chat
+models' endpoint and key names. Generic names such as ``model`` stay free for composed LCEL
+apps."""
 
 
 class KnobError(FieldError):

@@ -17,9 +17,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from parallel_rag.backends.base import DenseStoreRetriever
+from parallel_rag.backends.base import query_embedding
 from parallel_rag.backends.embeddings import loaded_embeddings
-from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.records import QueryView
@@ -72,17 +71,6 @@ def original_view(state: dict[str, Any]) -> list[QueryView]:
     return [QueryView(index=0, text=state["query"].strip(), kind="original")]
 
 
-def query_model(retriever: Any) -> tuple[str, str] | None:
-    """(embedding model, device) a branch's retriever embeds its query text with, through the
-    shared ``load_embeddings`` model; None when it does not (lexical and foreign retrievers).
-    A hybrid branch counts its primary retriever (the fallback may never run)."""
-    if isinstance(retriever, HybridRetriever):
-        return query_model(retriever.primary)
-    if isinstance(retriever, DenseStoreRetriever):
-        return (retriever.embedding_model, retriever.device)
-    return None
-
-
 class QueryPrefetch:
     """Starts embedding a request's original query view on a background thread before its
     dense branches ask for it (``QueryOnceEmbeddings.prefetch_query``): they then join that
@@ -102,7 +90,7 @@ class QueryPrefetch:
         self.models = {
             b.name: model
             for b in branches
-            if b.kind == "dense" and (model := query_model(b.retriever)) is not None
+            if b.kind == "dense" and (model := query_embedding(b.retriever)) is not None
         }
         self.has_rewriter = has_rewriter
         self.include_original = include_original

@@ -36,8 +36,8 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 from parallel_rag.backends.base import SCORE_KEY, RetrievalKind, matches_filter
-from parallel_rag.backends.hybrid import (
-    HybridRetriever,
+from parallel_rag.backends.lookups import (
+    FallbackRetriever,
     Lookup,
     LookupCall,
     alookup,
@@ -51,9 +51,10 @@ from parallel_rag.nodes.records import BranchHit, BranchResult, QueryView, branc
 
 @dataclass(frozen=True)
 class RetrievalBranch:
-    """A retriever as the graph runs it: the object plus its branch settings. A
-    ``HybridRetriever`` runs its primary in ``retrieve`` and its fallback in ``fallback``, each
-    under its own timeout (``timeout_seconds`` is then unused)."""
+    """A retriever as the graph runs it: the object plus its branch settings. A retriever with
+    legs (``FallbackRetriever``: a ``hybrid`` backend's) runs its primary in ``retrieve`` and
+    its fallback in ``fallback``, each under its own timeout (``timeout_seconds`` is then
+    unused)."""
 
     name: str
     index: int
@@ -64,8 +65,8 @@ class RetrievalBranch:
     timeout_seconds: float = 30.0
 
     @property
-    def hybrid(self) -> HybridRetriever | None:
-        return self.retriever if isinstance(self.retriever, HybridRetriever) else None
+    def hybrid(self) -> FallbackRetriever | None:
+        return self.retriever if isinstance(self.retriever, FallbackRetriever) else None
 
     @property
     def falls_back(self) -> bool:
@@ -213,7 +214,7 @@ class RetrieveNode:
         task: RetrieveTask,
         started: float,
         outcome: Lookup[list[BranchHit]],
-        hybrid: HybridRetriever | None,
+        hybrid: FallbackRetriever | None,
         runtime: Runtime[Any] | None,
     ) -> dict[str, Any] | Command:
         result = self.branch_result(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 NESTED_MARK = "@"
 """Starts a validator's message that already carries the paths of the problems it lists."""
-_BACKEND_TAGS = {*BACKENDS, *REFUSED, "hybrid"}  # the tags pydantic puts in error paths
+_BACKEND_TAGS = {*BACKENDS, *REFUSED}  # the tags pydantic puts in error paths
 _LEGS = {"primary", "fallback", "backend_config"}
 
 

@@ -271,3 +271,11 @@ def test_a_hybrid_embeds_its_query_as_its_primary_does(tmp_path):
     assert query_embedding(object()) is None  # a foreign retriever
     assert query_embedding(HybridRetriever(primary=dense, fallback=lexical)) == ("m", "cpu")
     assert query_embedding(HybridRetriever(primary=lexical, fallback=dense)) is None
+
+
+@pytest.mark.parametrize("name", sorted(setting_names()))
+def test_no_backend_setting_can_be_set_per_run(name):
+    from parallel_rag.graph.context import KnobError, knobs_from
+
+    with pytest.raises(KnobError, match=f"configurable.{name}: not a per-run setting"):
+        knobs_from(None, {name: "x"})
