@@ -55,7 +55,8 @@ def graph_as_runnable(graph) -> dict:
     """The compiled graph composed with LCEL: a prompt in front, knobs, batch, events."""
     ask = PromptTemplate.from_template("{question}") | graph
     answer = ask.invoke({"question": QUESTION})
-    lexical_only = ask.with_config(configurable={"retrievers": ["lexical"], "fusion_k": 20})
+    knobs = {"retrievers": ["lexical"], "fusion_method": "rrf", "fusion_k": 20}
+    lexical_only = ask.with_config(configurable=knobs)
     lexical = lexical_only.invoke({"question": QUESTION})
     batch = graph.batch([{"query": "What is BM25?"}, {"query": "What did ENIAC compute?"}])
 
