@@ -86,6 +86,8 @@ def problems(
     details = error.errors() if isinstance(error, ValidationError) else error
     merged: dict[str, list[str]] = {}
     for detail in details:
+        if not isinstance(detail, Mapping):
+            detail = {"msg": str(detail)}
         path = _join(prefix, _path(detail.get("loc", ()), data, detail.get("type")))
         cause = (detail.get("ctx") or {}).get("error")
         if isinstance(cause, FieldError):

@@ -19,6 +19,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from parallel_rag.graph.errors import openai_error
+
 # graph runs are CPU-bound (embeddings, BM25, extraction): more at once than about two per core
 # only makes each slower, until branch timeouts fire; the queue absorbs bursts instead
 DEFAULT_MAX_CONCURRENCY = max(2, 2 * (os.cpu_count() or 1))
@@ -106,9 +108,8 @@ class Gate:
 
 
 def error_body(message: str, kind: str, code: str) -> bytes:
-    """An OpenAI-style error, as the rest of the app answers."""
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-    return json.dumps(body).encode("utf-8")
+    """The app's OpenAI-style error body (``graph/errors.py``), as JSON bytes."""
+    return json.dumps(openai_error(message, kind, code)).encode("utf-8")
 
 
 class AdmissionControl:

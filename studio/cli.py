@@ -370,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from parallel_rag.backends.base import StoreInUseError
     from parallel_rag.graph.configuration import ConfigError
+    from parallel_rag.graph.errors import problem_lines, problems
     from parallel_rag.nodes.failure_policy import RAGError
     from parallel_rag.studio.document_loading import DocumentLoadError
     from pydantic import ValidationError
@@ -378,9 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except ValidationError as error:
-        for problem in error.errors():
-            field = ".".join(str(p) for p in problem["loc"])
-            print(f"parallel-rag: invalid request: {field}: {problem['msg']}", file=sys.stderr)
+        for line in problem_lines(problems(error)):
+            print(f"parallel-rag: invalid request: {line}", file=sys.stderr)
         return EXIT_USAGE
     except (
         ConfigError,

@@ -33,6 +33,13 @@ from parallel_rag.graph.context import (  # noqa: E402
     drop_null_branches,
     knobs_from,
 )
+from parallel_rag.graph.errors import (  # noqa: E402
+    Problem,
+    one_line,
+    openai_error,
+    problems,
+    public_details,
+)
 from parallel_rag.graph.state import RAGRequest  # noqa: E402
 from parallel_rag.nodes.failure_policy import BlockedError  # noqa: E402
 from parallel_rag.studio.admission import AdmissionControl, AdmissionLimits  # noqa: E402
@@ -103,14 +110,18 @@ def graph_serializer():
     return GraphSerializer()
 
 
-def openai_error(message: str, kind: str, code: str, param: str | None = None) -> dict:
-    """An OpenAI-style error body: ``{"error": {"message", "type", "param", "code"}}``."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-def _refuse(field: str, message: str) -> RequestValidationError:
-    loc = ("body", "config", "configurable", *field.split("."))
-    return RequestValidationError([{"loc": loc, "msg": message, "type": "value_error"}])
+def _refuse(*pairs: Problem) -> RequestValidationError:
+    """The 422 for refused knobs, each ``(field under configurable, message)``."""
+    return RequestValidationError(
+        [
+            {
+                "loc": ("body", "config", "configurable", *field.split(".")),
+                "msg": message,
+                "type": "value_error",
+            }
+            for field, message in pairs
+        ]
+    )
 
 
 def make_config_guard(scope: KnobScope | None):
@@ -121,14 +132,15 @@ def make_config_guard(scope: KnobScope | None):
         unknown = sorted(key for key in configurable if key not in KNOBS)
         if unknown:
             raise _refuse(
-                unknown[0], f"not a per-run setting; allowed: {sorted(KNOBS)} (got {unknown})"
+                (unknown[0], f"not a per-run setting; allowed: {sorted(KNOBS)} (got {unknown})")
             )
         try:
             knobs = knobs_from(None, configurable)
             if scope is not None:
                 scope.check(knobs)
         except KnobError as error:
-            raise _refuse(error.field.removeprefix("configurable."), error.message) from None
+            where = [(f.removeprefix("configurable."), m) for f, m in error.problems]
+            raise _refuse(*where) from None
         return {"configurable": knobs.model_dump(exclude_none=True)}
 
     return guard
@@ -139,30 +151,28 @@ async def _blocked(request: Request, error: BlockedError) -> JSONResponse:
     return JSONResponse(status_code=503, content=body)
 
 
-def _large(value: Any, limit: int = 1000) -> bool:
-    return len(value if isinstance(value, str) else repr(value)) > limit
+def _request_path(path: str) -> str:
+    """A problem's path as the request spells it: no ``body``, and input fields (which
+    LangServe reports bare) under ``input``."""
+    parts = [part for part in path.split(".") if part and part != "body"]
+    if parts and parts[0] == "configurable":
+        parts.insert(0, "config")
+    elif parts and parts[0] not in ("input", "inputs", "config", "kwargs"):
+        parts.insert(0, "input")
+    return ".".join(parts)
 
 
 async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-    """FastAPI's ``detail`` list, plus an OpenAI-style ``error`` naming the first bad field.
-    A large offending value is not echoed back (a 1 MB query gets a short answer)."""
-    problems = [
-        {k: v for k, v in p.items() if k != "ctx" and not (k == "input" and _large(v))}
-        if isinstance(p, dict)
-        else {"msg": str(p)}
-        for p in error.errors()
-    ]
-    first = problems[0] if problems else {"msg": "invalid request"}
-    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    if loc and loc[0] == "configurable":
-        loc.insert(0, "config")
-    elif loc and loc[0] not in ("input", "inputs", "config", "kwargs"):
-        loc.insert(0, "input")  # LangServe reports input fields without the "input" prefix
-    field = ".".join(loc) or None
-    message = f"{field}: {first['msg']}" if field else str(first["msg"])
+    """FastAPI's ``detail`` list (a large offending value not echoed back), plus an
+    OpenAI-style ``error`` listing the problems and naming the first bad field."""
+    details = list(error.errors())
+    pairs = [(_request_path(path), message) for path, message in problems(details)]
+    pairs = pairs or [("", "invalid request")]
     body = {
-        "detail": jsonable_encoder(problems),
-        **openai_error(message, "invalid_request_error", "invalid_input", field),
+        "detail": jsonable_encoder(public_details(details)),
+        **openai_error(
+            one_line(pairs), "invalid_request_error", "invalid_input", pairs[0][0] or None
+        ),
     }
     return JSONResponse(status_code=422, content=body)
 

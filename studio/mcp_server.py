@@ -33,6 +33,7 @@ from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from mcp_types import CallToolResult, TextContent  # noqa: E402
 from parallel_rag.backends.secrets import redact  # noqa: E402
 from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile  # noqa: E402
+from parallel_rag.graph.errors import one_line, problems  # noqa: E402
 from parallel_rag.graph.state import RAGRequest, coerce_request  # noqa: E402
 from parallel_rag.nodes.failure_policy import RAGError  # noqa: E402
 from pydantic import Field, ValidationError  # noqa: E402
@@ -75,10 +76,7 @@ def validated_request(arguments: dict[str, Any]) -> dict[str, Any]:
     try:
         return coerce_request({k: v for k, v in arguments.items() if v is not None})
     except ValidationError as error:
-        problem = error.errors()[0]
-        field = ".".join(str(part) for part in problem["loc"]) or "request"
-        message = problem["msg"].removeprefix("Value error, ")
-        raise ToolError(f"invalid request: {field}: {message}") from None
+        raise ToolError(f"invalid request: {one_line(problems(error, arguments))}") from None
 
 
 def run_graph(graph: CompiledStateGraph, arguments: dict[str, Any]) -> dict[str, Any]:

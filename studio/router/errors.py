@@ -10,8 +10,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 from parallel_rag.backends.registry import BACKENDS, REFUSED
-from parallel_rag.backends.secrets import redact
 from parallel_rag.graph.configuration import ConfigError
+from parallel_rag.graph.errors import one_line, openai_error, problems
 from pydantic import BaseModel, ValidationError
 
 NESTED_MARK = "@"
@@ -83,14 +83,7 @@ class RouterError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The OpenAI-style error body (secrets redacted)."""
-        return {
-            "error": {
-                "message": redact(self.message),
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
+        return openai_error(self.message, self.kind, self.code, self.param)
 
     def response(self) -> JSONResponse:
         return JSONResponse(status_code=self.status, content=self.body(), headers=self.headers)
@@ -101,11 +94,6 @@ def validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        problem = error.errors()[0]
-        loc = [str(p) for p in problem["loc"] if not str(p).startswith(("function-", "list["))]
-        loc = [p for p in loc if p not in {"str", "list[ContentPart]"}]
-        param = ".".join(loc) or None
-        message = problem["msg"]
-        raise RouterError(
-            400, f"{param}: {message}" if param else message, code="invalid_value", param=param
-        ) from None
+        pairs = problems(error, data)
+        param = pairs[0][0] or None
+        raise RouterError(400, one_line(pairs), code="invalid_value", param=param) from None
