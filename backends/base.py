@@ -344,7 +344,10 @@ class BackendSpec:
     them besides the entry's own fields (a hybrid: its legs' names and strategy). ``check``
     looks at the settings against the whole validated configuration when it loads (an ``mcp``
     entry's server must be declared under ``mcp_servers``): it raises ``SettingError`` naming
-    the field, and the configuration reports it under the entry.
+    the field, and the configuration reports it under the entry. ``named_store`` marks the
+    backend whose stores ``parallel-rag ingest --store NAME`` creates by name: from (NAME, the
+    settings of its entries the configuration already has) it gives the ``backend_config`` of
+    the store to write.
     """
 
     name: str
@@ -358,6 +361,7 @@ class BackendSpec:
     evaluable: bool = False
     summary: Callable[[Any], Mapping[str, Any]] | None = None
     check: Callable[[Any, Any], object] | None = None
+    named_store: Callable[[str, Sequence[Any]], dict[str, Any]] | None = None
 
     def kind_of(self, settings: Any) -> RetrievalKind:
         return self.kind if isinstance(self.kind, str) else self.kind(settings)

@@ -106,3 +106,15 @@ def setting_names() -> frozenset[str]:
     return frozenset(
         name for spec in BACKENDS.values() for name in (*spec.settings.model_fields, *spec.legs)
     )
+
+
+def named_store(store_id: str, entries: Iterable[Any]) -> tuple[str, dict[str, Any]]:
+    """(backend, ``backend_config``) of the store ``parallel-rag ingest --store NAME`` writes,
+    by the backend that keeps stores by name (``BackendSpec.named_store``), given the entries
+    the configuration has (legs included) to find where its stores live."""
+    leaves = leaf_entries(entries)
+    for name, spec in BACKENDS.items():
+        if spec.named_store is not None:
+            configured = [e.backend_config for e in leaves if e.backend == name]
+            return name, spec.named_store(store_id, configured)
+    raise ValueError("--store: no registered backend keeps stores by name")

@@ -285,6 +285,13 @@ class VectorStoreRetriever(DenseStoreRetriever):
         ]
 
 
+def named_store(store_id: str, configured: Sequence[VectorStoreSettings]) -> dict[str, Any]:
+    """The store ``parallel-rag ingest --store NAME`` writes: NAME under the first configured
+    ``vectorstore``'s root, else under the default root."""
+    root = configured[0].root if configured else DEFAULT_ROOT
+    return {"vector_store_id": store_id, "root": root}
+
+
 class ManagedStore(SettingsStore):
     """Ingest's writer for a managed vector store."""
 
@@ -310,4 +317,5 @@ BACKEND = BackendSpec(
     kind=VectorStoreRetriever.retrieval_kind,
     store=ManagedStore,
     locations=current_file_of,
+    named_store=named_store,
 )

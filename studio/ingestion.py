@@ -36,10 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
 from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
-from parallel_rag.backends.registry import BACKENDS, leaf_entries, store_writer
+from parallel_rag.backends.registry import BACKENDS, leaf_entries, named_store, store_writer
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.backends.text_analysis import split_sentences
-from parallel_rag.backends.vectorstore import DEFAULT_ROOT
 from parallel_rag.graph.components import backend_context
 from parallel_rag.graph.configuration import (
     ENTRY_MODELS,
@@ -118,15 +117,6 @@ def writable_targets(config: PipelineConfig) -> list[RetrieverEntry]:
     return list(unique.values())
 
 
-def store_root(config: PipelineConfig) -> str:
-    """Where managed vector stores live: the first configured vectorstore's root, else the
-    default."""
-    for entry in writable_targets(config):
-        if entry.backend == "vectorstore":
-            return entry.backend_config.root
-    return DEFAULT_ROOT
-
-
 def embed_chunks(
     chunks: Sequence[Chunk], model: str, device: str, progress: bool, bar: tqdm | None = None
 ) -> np.ndarray:
@@ -192,18 +182,12 @@ def writer_for(entry: RetrieverEntry, context: BackendContext) -> StoreWriter:
 
 
 def ingest_targets(config: PipelineConfig, store: str | None) -> list[RetrieverEntry]:
-    """The stores an ingest writes: every writable configured one, or the managed vector store
-    ``store`` alone."""
+    """The stores an ingest writes: every writable configured one, or the named store ``store``
+    alone (a managed vector store: ``registry.named_store``)."""
     if store is not None:
-        return [
-            ENTRY_MODELS["vectorstore"].model_validate(
-                {
-                    "name": "store",
-                    "backend": "vectorstore",
-                    "backend_config": {"vector_store_id": store, "root": store_root(config)},
-                }
-            )
-        ]
+        backend, settings = named_store(store, config.retrievers)
+        entry = {"name": "store", "backend": backend, "backend_config": settings}
+        return [ENTRY_MODELS[backend].model_validate(entry)]
     targets = writable_targets(config)
     if not targets:
         raise ConfigError("retrievers: no configured retriever has an index parallel-rag can write")

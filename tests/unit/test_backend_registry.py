@@ -25,6 +25,7 @@ from parallel_rag.backends.registry import (
     entry_summary,
     evaluable_backends,
     leaf_entries,
+    named_store,
     setting_names,
     store_locations,
 )
@@ -279,3 +280,16 @@ def test_no_backend_setting_can_be_set_per_run(name):
 
     with pytest.raises(KnobError, match=f"configurable.{name}: not a per-run setting"):
         knobs_from(None, {name: "x"})
+
+
+def test_ingest_store_names_a_managed_vector_store_where_the_config_keeps_them():
+    kept = entry("vectorstore", "kb", vector_store_id="kb", root="stores")
+    hybrid = entry("hybrid", "h", primary=kept, fallback=None, strategy="sequential")
+    assert named_store("notes", [entry("bm25"), hybrid]) == (
+        "vectorstore",
+        {"vector_store_id": "notes", "root": "stores"},
+    )
+    assert named_store("notes", [entry("bm25")]) == (
+        "vectorstore",
+        {"vector_store_id": "notes", "root": ".parallel-rag/vector_stores"},
+    )
