@@ -423,6 +423,20 @@ class PipelineConfig(_Strict):
     def _enabled_only(cls, entries: list[RetrieverEntry]) -> list[RetrieverEntry]:
         return [entry for entry in entries if entry.enabled]
 
+    def check_backends(self) -> None:
+        """Each backend's own check of its entries against the pipeline (an mcp entry names a
+        server declared under ``mcp_servers``); a route's pipeline runs it too."""
+        for used in leaf_entries(self.retrievers):
+            check = BACKENDS[used.backend].check
+            if check is None:
+                continue
+            try:
+                check(used.backend_config, self)
+            except SettingError as error:
+                raise ValueError(
+                    f"retrievers.{used.name}.backend_config.{error.field}: {error}"
+                ) from None
+
     @model_validator(mode="after")
     def _check_retrievers(self, info: ValidationInfo) -> PipelineConfig:
         extra = list((info.context or {}).get("extra_retrievers", []))
@@ -438,16 +452,7 @@ class PipelineConfig(_Strict):
         unknown = sorted(set(self.fusion.weights) - set(names))
         if unknown:
             raise ValueError(f"fusion.weights: unknown retriever name(s) {unknown}")
-        for used in leaf_entries(self.retrievers):  # e.g. an mcp entry names a declared server
-            check = BACKENDS[used.backend].check
-            if check is None:
-                continue
-            try:
-                check(used.backend_config, self)
-            except SettingError as error:
-                raise ValueError(
-                    f"retrievers.{used.name}.backend_config.{error.field}: {error}"
-                ) from None
+        self.check_backends()
         dense_extra = (info.context or {}).get("extra_dense", [])
         if (
             self.rewriter is not None

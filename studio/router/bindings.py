@@ -82,6 +82,7 @@ def bound_reranker(
     where: str,
     on_failure: str,
     top_k: int | None,
+    max_candidates: int | None = None,
 ) -> dict[str, Any]:
     """The cross-encoder ``reranker`` block a route's ``rerank:`` opt-in stands for (``where``
     is the route's plugin path, named when the binding is missing)."""
@@ -110,4 +111,6 @@ def bound_reranker(
         reranker["max_tokens"] = deployment.input.max_tokens
     if top_k is not None:
         reranker["top_k"] = top_k
+    if max_candidates is not None:
+        reranker["max_candidates"] = max_candidates
     return reranker

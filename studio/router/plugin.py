@@ -51,19 +51,31 @@ class RoutePipelineConfig(PipelineConfig):
             PipelineConfig.model_validate(
                 self.model_dump(exclude_unset=True, exclude={"decision_name"})
             )
-        elif set(self.fusion.weights) - set(names):
-            unknown = sorted(set(self.fusion.weights) - set(names))
+            return self
+        # one retriever: the parent's validator would refuse it, so its per-backend checks
+        # (an mcp route names a declared server) run here
+        try:
+            self.check_backends()
+        except ValueError as error:  # the block has no retriever list: name its own fields
+            raise ValueError(
+                NESTED_MARK + str(error).removeprefix(f"retrievers.{names[0]}.")
+            ) from None
+        unknown = sorted(set(self.fusion.weights) - set(names))
+        if unknown:
             raise ValueError(f"fusion.weights: unknown retriever name(s) {unknown}")
-        elif self.rewriter is not None and self.rewriter.kind == "hyde":
+        if self.rewriter is not None and self.rewriter.kind == "hyde":
             if not self.retrievers[0].is_dense:
                 raise ValueError("rewriter.kind: 'hyde' needs a dense (vector) retriever")
         return self
 
 
 class RerankOptIn(_Strict):
-    """``rerank:`` on a route: rerank with the bound scorer, keeping ``top_k`` (all if unset)."""
+    """``rerank:`` on a route: rerank with the bound scorer, keeping ``top_k`` (all if unset).
+    ``max_candidates`` is the explicit scoring budget: how many of the retrieved candidates are
+    scored (default: all of them, the route's ``top_k``); any beyond it follow unscored."""
 
     top_k: int | None = Field(default=None, gt=0, le=1000)
+    max_candidates: int | None = Field(default=None, gt=0, le=1000)
 
 
 _SINGLE_FIELDS = {"backend", "backend_config", "similarity_threshold", "timeout_seconds", "name"}
@@ -83,6 +95,12 @@ class RagPluginConfig(_Strict):
     rerank: RerankOptIn | None = None
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     tenant_field: str = Field(default="tenant", min_length=1)
+    cache_results: bool | None = Field(
+        default=None, description="this route's context cache on/off (unset: routing.context_cache)"
+    )
+    cache_ttl_seconds: float | None = Field(
+        default=None, gt=0, description="this route's cache TTL (unset: routing.context_cache)"
+    )
     # single-backend form
     name: str | None = None
     backend: str | None = None
@@ -121,6 +139,17 @@ class RagPluginConfig(_Strict):
         if self.top_k is not None:
             entry["top_k"] = self.top_k
         return entry
+
+    def rerank_budget(self) -> int | None:
+        """How many candidates of a branch the bound scorer scores: ``rerank.max_candidates``,
+        else every candidate the route retrieves (the single backend's ``top_k``, the largest
+        branch ``top_k`` of a pipeline; None leaves the reranker's default)."""
+        if self.rerank is not None and self.rerank.max_candidates is not None:
+            return self.rerank.max_candidates
+        if not self.is_pipeline:
+            return self.top_k or DEFAULT_ROUTE_TOP_K
+        sizes = [r["top_k"] for r in self.retrievers or [] if isinstance(r.get("top_k"), int)]
+        return max(sizes, default=None)
 
     def injected_top_k(self) -> int:
         """How many documents reach the prompt."""

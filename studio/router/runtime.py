@@ -50,10 +50,11 @@ class RouterRuntime:
             if pipeline is not None:
                 # what an ingest rewrites, as each backend declares it (remote: none, TTL only)
                 route.locations = store_locations(pipeline.retrievers, base_dir)
-                if cache_settings.enabled:
-                    route.cache = ContextCache(
-                        cache_settings.max_entries, cache_settings.ttl_seconds
-                    )
+                rag = decision.rag
+                enabled = cache_settings.enabled if rag.cache_results is None else rag.cache_results
+                if enabled:
+                    ttl = rag.cache_ttl_seconds or cache_settings.ttl_seconds
+                    route.cache = ContextCache(cache_settings.max_entries, ttl)
                 if graphs is not None and decision.name in graphs:
                     route.graph = graphs[decision.name]
                 elif compile_graphs:
@@ -108,45 +109,41 @@ class RouterRuntime:
             report["retrieval"] = False
             return forward, route, report
         report["retrieval"] = True
-        if not query:
-            raise RouterError(
-                400,
-                "messages: a retrieval route needs a user message with text",
-                code="invalid_value",
-                param="messages",
+        if query:
+            started = time.perf_counter()
+            outcome = await retrieve(route, query, request.rag)
+            report.update(
+                context_ms=round((time.perf_counter() - started) * 1000, 2),
+                cache=outcome.cache,
+                branches=outcome.branches,
+                documents=[d["id"] for d in outcome.documents],
+                warnings=list(outcome.warnings),
             )
-        started = time.perf_counter()
-        outcome = await retrieve(route, query, request.rag)
-        report.update(
-            context_ms=round((time.perf_counter() - started) * 1000, 2),
-            cache=outcome.cache,
-            branches=outcome.branches,
-            documents=[d["id"] for d in outcome.documents],
-            warnings=list(outcome.warnings),
-        )
-        if route.cache is not None:
-            report["cache_stats"] = route.cache.stats
-        if not outcome.documents:
-            why = outcome.failed or "retrieval found no documents"
-            if rag.on_failure == "block":
-                raise RouterError(
-                    503,
-                    f"route {route.name!r}: no context ({why}) and its on_failure policy is "
-                    "'block'",
-                    kind="service_unavailable",
-                    code="on_failure_block",
-                    headers=report_headers(report),
+            if route.cache is not None:
+                report["cache_stats"] = route.cache.stats
+            if outcome.documents:
+                forward["messages"] = inject(
+                    messages,
+                    outcome.documents,
+                    mode=rag.injection_mode,
+                    max_context_length=rag.max_context_length,
+                    query=query,
                 )
-            if rag.on_failure == "warn":
-                report["warnings"].append(f"no context injected: {why}")
-            return forward, route, report
-        forward["messages"] = inject(
-            messages,
-            outcome.documents,
-            mode=rag.injection_mode,
-            max_context_length=rag.max_context_length,
-            query=query,
-        )
+                return forward, route, report
+            why = outcome.failed or "retrieval found no documents"
+        else:  # nothing to retrieve for: the route's "no context" policy, as for an empty store
+            report.update(documents=[], warnings=[])
+            why = "the request has no user message with text to retrieve for"
+        if rag.on_failure == "block":
+            raise RouterError(
+                503,
+                f"route {route.name!r}: no context ({why}) and its on_failure policy is 'block'",
+                kind="service_unavailable",
+                code="on_failure_block",
+                headers=report_headers(report),
+            )
+        if rag.on_failure == "warn":
+            report["warnings"].append(f"no context injected: {why}")
         return forward, route, report
 
     async def chat(self, body: dict[str, Any]) -> Response:
