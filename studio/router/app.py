@@ -10,6 +10,7 @@ Every failure is an OpenAI-style error ``{"error": {"message", "type", "param", 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -83,6 +84,14 @@ def create_router_app(config: ResolvedConfig, *, limits=None, langserve_path: st
     return app, runtime
 
 
+def list_warnings(config) -> None:
+    """Start-up: every line of the file this router does not do as written (what of a vLLM
+    Semantic Router configuration could not map, a store block opening a local store...), on
+    stderr, so nothing is dropped silently."""
+    for line in config.warnings:
+        print(f"parallel-rag router: warning: {line}", file=sys.stderr, flush=True)
+
+
 def serve_router(
     config: ResolvedConfig,
     *,
@@ -96,6 +105,7 @@ def serve_router(
     import uvicorn
 
     app, runtime = create_router_app(config, limits=limits, langserve_path=path)
+    list_warnings(runtime.config)
     runtime.warm_up()
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
@@ -103,5 +113,6 @@ def serve_router(
 def preview_question(config: ResolvedConfig, question: str, model: str = AUTO_MODEL) -> dict:
     """``parallel-rag route "question"``: the preview, without opening any store."""
     assert config.router is not None, "preview_question needs a router config"
+    list_warnings(config.router)
     runtime = RouterRuntime(config.router, config.base_dir, compile_graphs=False)
     return runtime.preview({"model": model, "messages": [{"role": "user", "content": question}]})

@@ -28,6 +28,10 @@ from parallel_rag.studio.router.errors import (
     route_error,
 )
 from parallel_rag.studio.router.plugin import Plugin, RagPluginConfig, RoutePipelineConfig
+from parallel_rag.studio.router.semantic_router_compat import (
+    UPSTREAM_TOP_KEYS,
+    translate_router_data,
+)
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -120,6 +124,12 @@ class Decision(_Strict):
     description: str = ""
     examples: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     keywords: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    similarity_threshold: float | None = Field(
+        default=None, ge=-1, le=1, description="this route's own auto threshold (else routing's)"
+    )
+    match_description: bool = Field(
+        default=True, description="false: the description documents the route, never matches"
+    )
     upstream: UpstreamOverride | None = None
     plugins: list[Plugin] = Field(default_factory=list)
     _rag: RagPluginConfig | None = PrivateAttr(default=None)
@@ -199,8 +209,15 @@ class RouterConfig(_Strict):
         default_factory=dict, description="MCP servers the routes' mcp retrievers name"
     )
     _pipelines: dict[str, RoutePipelineConfig] = PrivateAttr(default_factory=dict)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the file says that this router does not do (a vLLM Semantic Router field
+        with no counterpart, a store block that opens a local store...): listed at start-up."""
+        return list(self._warnings)
 
     @model_validator(mode="after")
     def _resolve(self) -> RouterConfig:
@@ -241,6 +258,7 @@ class RouterConfig(_Strict):
                 where=where,
                 on_failure=rag.on_failure,
                 top_k=rag.rerank.top_k,
+                max_candidates=rag.rerank_budget(),
             )
         try:
             return RoutePipelineConfig.model_validate(data)
@@ -265,7 +283,7 @@ class RouterConfig(_Strict):
 
 # -- the file ------------------------------------------------------------------------------
 
-ROUTER_KEYS = {"routing", "upstream", "global"}
+ROUTER_KEYS = {"routing", "upstream", "global", *UPSTREAM_TOP_KEYS}
 SHARED_KEYS = {"mcp_servers"}
 """Top-level keys both the routes and the top-level pipeline read."""
 
@@ -281,14 +299,25 @@ def split_router_data(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
     return router, (pipeline if set(pipeline) - SHARED_KEYS else None)
 
 
-def parse_router(data: dict[str, Any], *, source: str = "configuration") -> RouterConfig:
-    """Validate the router part of a config; ``RouteError`` names each bad field."""
+def parse_router(
+    data: dict[str, Any], *, source: str = "configuration", base_dir: Path | None = None
+) -> RouterConfig:
+    """Validate the router part of a config (vLLM Semantic Router's shapes mapped onto ours
+    first: ``semantic_router_compat``); ``RouteError`` names each bad field, and
+    ``RouterConfig.warnings`` lists what could not map. ``base_dir`` is where relative store
+    paths start (named in those warnings)."""
     if not isinstance(data, dict):
         raise RouteError(f"{source}: the configuration must be a mapping")
     try:
-        return RouterConfig.model_validate(data)
+        translated, warnings = translate_router_data(data, base_dir)
+    except ConfigError as error:
+        raise RouteError(f"invalid router configuration in {source}: {error}") from None
+    try:
+        config = RouterConfig.model_validate(translated)
     except ValidationError as error:
         raise route_error(error, source) from None
+    config._warnings = warnings
+    return config
 
 
 def is_router_file(path: str | os.PathLike | None) -> bool:
@@ -309,8 +338,9 @@ def load_router(
     if not is_router_data(data):
         raise RouteError(f"{path}: no routing section (routing.decisions)")
     router_data, pipeline_data = split_router_data(data)
-    router = parse_router(router_data, source=str(path))
+    base_dir = Path(path).parent.resolve()
+    router = parse_router(router_data, source=str(path), base_dir=base_dir)
     pipeline = None
     if pipeline_data is not None:
         pipeline = parse_config(pipeline_data, source=f"{path} (top-level pipeline)")
-    return router, pipeline, Path(path).parent.resolve()
+    return router, pipeline, base_dir

@@ -1,7 +1,8 @@
 """Which route a request takes: ``model`` naming a route selects it; ``model: "auto"`` tries
 the routes' keywords on the last user message (whole words), then its cosine similarity (the
 configured embedding model, the packaged MiniLM by default) to each route's description and
-examples against ``routing.similarity_threshold``, then ``routing.default``. An unknown model,
+examples against the route's ``similarity_threshold`` (else ``routing.similarity_threshold``),
+then ``routing.default``. An unknown model,
 or ``auto`` with nothing matched and no default, is a 404."""
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from typing import Any
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig
 from parallel_rag.studio.router.errors import RouterError
+
+
+def described(decision) -> list[str]:
+    """The description as a matching text, unless the decision says it only documents (a
+    decision translated from vLLM Semantic Router, which never matches on it)."""
+    return [decision.description] if decision.match_description else []
 
 
 @dataclass
@@ -31,8 +38,12 @@ class RouteMatcher:
         self.decisions = config.decisions
         self.threshold = config.routing.similarity_threshold
         self._texts: dict[str, list[str]] = {
-            name: [t for t in [decision.description, *decision.examples] if t.strip()]
+            name: [t for t in [*described(decision), *decision.examples] if t.strip()]
             for name, decision in self.decisions.items()
+        }
+        self.thresholds = {  # a route's own threshold (an upstream embedding signal's) or ours
+            name: self.threshold if d.similarity_threshold is None else d.similarity_threshold
+            for name, d in self.decisions.items()
         }
         self._vectors: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -104,10 +115,13 @@ class RouteMatcher:
         scores = self.similarities(text)
         signals["similarity"] = scores
         signals["threshold"] = self.threshold
-        if scores:
-            best = max(scores, key=lambda name: scores[name])
-            if scores[best] >= self.threshold:
-                return RouteChoice(best, "similarity", signals)
+        own = {n: t for n, t in self.thresholds.items() if t != self.threshold and n in scores}
+        if own:
+            signals["route_thresholds"] = own
+        reached = {n: score for n, score in scores.items() if score >= self.thresholds[n]}
+        if reached:
+            best = max(reached, key=lambda name: reached[name])
+            return RouteChoice(best, "similarity", signals)
         default = self.config.routing.default
         if default is None:
             raise RouterError(
