@@ -438,6 +438,7 @@ def openai_route(index: VectorIndex, store_id: str, api_key: str) -> Callable:
         results = []
         for i, doc in enumerate(index.docs):
             attributes = {"tenant": doc["tenant"], "source": doc["source"]}
+            attributes.update(doc.get("attributes", {}))  # a file's own attributes, if any
             if body.get("filters") and not _openai_match(attributes, body["filters"]):
                 continue
             score = max(0.0, cosines[i])
