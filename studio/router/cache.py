@@ -83,7 +83,8 @@ def scorer_name(pipeline: PipelineConfig) -> str | None:
     model = reranker.model or (reranker.llm.model if reranker.llm else "")
     return (
         f"{reranker.kind}:{model}:layer={reranker.layer}:dim={reranker.dimension}:"
-        f"max_tokens={reranker.max_tokens}:top_k={reranker.top_k}"
+        f"max_tokens={reranker.max_tokens}:top_k={reranker.top_k}:"
+        f"max_candidates={reranker.max_candidates}"
     )
 
 

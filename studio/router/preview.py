@@ -49,7 +49,12 @@ def retrieval_plan(decision: Decision, pipeline: PipelineConfig | None) -> dict[
         "rerank": (
             None
             if reranker is None
-            else {"kind": reranker.kind, "scorer": scorer_name(pipeline), "top_k": reranker.top_k}
+            else {
+                "kind": reranker.kind,
+                "scorer": scorer_name(pipeline),
+                "top_k": reranker.top_k,
+                "max_candidates": reranker.max_candidates,
+            }
         ),
         "fusion": fusion_plan(pipeline),
         "documents_injected": rag.injected_top_k(),

@@ -495,6 +495,17 @@ def test_rerank_without_top_k_scores_every_candidate():
     assert reranker.max_candidates == 50  # ...and every one of the 50 is scored
 
 
+def test_route_preview_shows_the_rerank_budget():
+    from parallel_rag.studio.router.runtime import RouterRuntime
+
+    config = parse_router(ranked_route({"top_k": 3, "max_candidates": 30}))
+    runtime = RouterRuntime(config, Path("/srv/router"), compile_graphs=False)
+    preview = runtime.preview({"model": "r", "messages": [{"role": "user", "content": "q"}]})
+    rerank = preview["plan"]["rerank"]
+    assert (rerank["top_k"], rerank["max_candidates"]) == (3, 30)
+    assert "max_candidates=30" in rerank["scorer"]  # the cached context's scorer identity
+
+
 def test_rerank_budget_is_settable_from_the_plugin_rerank_block():
     config = parse_router(ranked_route({"top_k": 3, "max_candidates": 30}))
     reranker = config.pipeline_for("r").reranker
