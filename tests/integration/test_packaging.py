@@ -31,6 +31,7 @@ def test_built_wheel_contains_only_parallel_rag(tmp_path):
     for subpackage in ("graph", "nodes", "backends", "studio"):
         assert f"parallel_rag/{subpackage}/__init__.py" in names
     assert "parallel_rag/graph/builder.py" in names
+    assert "parallel_rag/studio/documents/pdf.py" in names  # the converters' subpackage
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert (
         "parallel-rag = parallel_rag.studio.cli:main"
