@@ -20,7 +20,7 @@ export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium
+.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis
 
 # The full install (every extra); `make demo` needs only $(DEMO_STAMP).
 install: $(TEST_STAMP)
@@ -30,6 +30,12 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+# Debian's redis-server, for the shared context cache tests (real Redis on 127.0.0.1).
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,7 +75,7 @@ integration: install
 reliability: install
 	$(BIN)/pytest tests/reliability -q $(PYTEST_PARALLEL)
 
-test: lint chromium
+test: lint chromium redis
 	$(BIN)/pytest -q -rA -p no:cacheprovider $(PYTEST_PARALLEL)
 
 # Benchmarks (bench/run.py): the full run is manual (~30 min on 2 cores once vectors are cached)

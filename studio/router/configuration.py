@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.graph.configuration import ConfigError, EmbeddingsConfig, PipelineConfig
@@ -166,11 +166,48 @@ class Decision(_Strict):
 
 
 class ContextCacheConfig(_Strict):
-    """Retrieved context kept per route: an LRU of ``max_entries`` for ``ttl_seconds``."""
+    """Retrieved context kept per route: an LRU of ``max_entries`` for ``ttl_seconds``, in this
+    process (``backend: memory``) or in Redis (``backend: redis``), shared by every replica
+    using the same Redis ``url`` and ``namespace`` (``studio/router/cache.py``)."""
 
     enabled: bool = True
     max_entries: int = Field(default=256, ge=1, le=1_000_000)
     ttl_seconds: float = Field(default=300.0, gt=0)
+    backend: Literal["memory", "redis"] = "memory"
+    url: SecretStr | None = Field(default=None, description="redis://[user:password@]host:port/db")
+    url_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    namespace: str = Field(default="parallel-rag", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    timeout_seconds: float = Field(
+        default=0.1, gt=0, le=10, description="Redis slower than this counts as down"
+    )
+    retry_seconds: float = Field(
+        default=1.0, ge=0, le=300, description="after a failure, Redis is left alone this long"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not re.match(r"^rediss?://", value.get_secret_value()):
+            raise ValueError("must be a redis:// or rediss:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _redis_needs_an_address(self) -> ContextCacheConfig:
+        if self.backend == "redis":
+            if (self.url is None) == (self.url_env is None):
+                raise ValueError("backend: redis needs url or url_env (one of them)")
+        elif self.url is not None or self.url_env is not None:
+            raise ValueError("url/url_env: only with backend: redis")
+        return self
+
+    def redis_url(self) -> str:
+        """The Redis URL (``url``, or the environment variable ``url_env`` names)."""
+        if self.url is not None:
+            return self.url.get_secret_value()
+        value = os.environ.get(self.url_env or "")
+        if not value:
+            raise ConfigError(f"routing.context_cache.url_env: ${self.url_env} is not set")
+        return value
 
 
 class RoutingConfig(_Strict):

@@ -15,7 +15,7 @@ from typing import Any
 from parallel_rag.backends.secrets import redact
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.failure_policy import BlockedError
-from parallel_rag.studio.router.cache import ContextCache, cache_key, store_generation
+from parallel_rag.studio.router.cache import ContextCache, RedisContextCache, cache_key
 from parallel_rag.studio.router.configuration import Decision
 from parallel_rag.studio.router.errors import RouterError
 from parallel_rag.studio.router.plugin import RoutePipelineConfig
@@ -32,7 +32,7 @@ class Route:
     decision: Decision
     pipeline: RoutePipelineConfig | None
     graph: Any = None
-    cache: ContextCache | None = None
+    cache: ContextCache | RedisContextCache | None = None
     locations: list[Path] = field(default_factory=list)
 
     @property
@@ -45,7 +45,7 @@ class RetrievalOutcome:
     documents: list[dict[str, Any]]
     branches: list[dict[str, Any]]
     warnings: list[str]
-    cache: str = "off"  # hit | miss | off
+    cache: str = "off"  # hit | miss | off | unavailable (a shared cache that is down)
     failed: str | None = None  # why there is no context, when retrieval itself failed
 
 
@@ -69,28 +69,28 @@ async def retrieve(route: Route, query: str, options: RagOptions | None) -> Retr
     assert route.pipeline is not None and route.graph is not None
     rag_request = retrieval_request(route, query, options)
     key = generation = None
-    if route.cache is not None:
+    cache = route.cache
+    if cache is not None:
         key = cache_key(route.name, route.pipeline, query, rag_request)
-        generation = await asyncio.to_thread(store_generation, route.locations)
-        cached = route.cache.get(key, generation)
+        cached, generation = await asyncio.to_thread(cache.lookup, key, route.locations)
         if cached is not None:
             return RetrievalOutcome(**{**cached, "cache": "hit"})
     outcome = await run_graph(route, rag_request)
-    if route.cache is not None:
+    if cache is not None:
         outcome.cache = "miss"
         clean = outcome.failed is None and not any(
             b.get("status") == "failed" for b in outcome.branches
         )
         if clean and outcome.documents:
-            route.cache.put(
-                key,
-                generation,
-                {
-                    "documents": outcome.documents,
-                    "branches": outcome.branches,
-                    "warnings": outcome.warnings,
-                },
-            )
+            value = {
+                "documents": outcome.documents,
+                "branches": outcome.branches,
+                "warnings": outcome.warnings,
+            }
+            await asyncio.to_thread(cache.put, key, generation, value)
+        if cache.unavailable:  # a shared cache that is down: served without it, said so
+            outcome.cache = "unavailable"
+            outcome.warnings = [*outcome.warnings, cache.unavailable]
     return outcome
 
 

@@ -18,7 +18,7 @@ from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.registry import store_locations
 from parallel_rag.graph.builder import build_graph, graph_profile
 from parallel_rag.studio.router import preview as previews
-from parallel_rag.studio.router.cache import ContextCache
+from parallel_rag.studio.router.cache import context_cache
 from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig, load_router
 from parallel_rag.studio.router.errors import RouterError, validated
 from parallel_rag.studio.router.injection import inject
@@ -54,7 +54,7 @@ class RouterRuntime:
                 enabled = cache_settings.enabled if rag.cache_results is None else rag.cache_results
                 if enabled:
                     ttl = rag.cache_ttl_seconds or cache_settings.ttl_seconds
-                    route.cache = ContextCache(cache_settings.max_entries, ttl)
+                    route.cache = context_cache(decision.name, cache_settings, ttl)
                 if graphs is not None and decision.name in graphs:
                     route.graph = graphs[decision.name]
                 elif compile_graphs:
