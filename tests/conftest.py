@@ -19,6 +19,7 @@ import os
 import pytest
 from llm_fixtures import llm_server, llm_settings  # noqa: F401  (SmolLM2 on llama.cpp)
 from real_fixtures import example_graph, example_index, example_questions  # noqa: F401
+from redis_server import redis_server  # noqa: F401  (redis-server)
 from store_servers import milvus_server  # noqa: F401  (milvus-lite server)
 from tenant_fixtures import tenant_bm25_dir, tenant_corpus_file  # noqa: F401
 

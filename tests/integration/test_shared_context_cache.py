@@ -5,57 +5,24 @@ the CLI, Redis killed and restarted mid-run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
+from app_servers import running_serve
 from parallel_rag.studio.router.cache import RedisContextCache, bump_shared_generation
+from redis_server import RedisServer
 from scripted_server import ScriptedServer, answer
-from servers import BIN, ServerProcess, free_port
+from servers import BIN, free_port
 
 pytestmark = pytest.mark.integration
 
-REDIS_START_SECONDS = 30
-SERVE_START_SECONDS = 300
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
-
-
-class RedisServer:
-    """``redis-server`` on 127.0.0.1:``port`` without persistence; ``stop``/``start`` again on
-    the same port (a Redis restart)."""
-
-    def __init__(self, directory: Path, port: int):
-        self.directory, self.port = directory, port
-        self.url = f"redis://127.0.0.1:{port}/0"
-        self.server: ServerProcess | None = None
-
-    def start(self) -> RedisServer:
-        if shutil.which("redis-server") is None:
-            pytest.fail("redis-server is not installed: `make redis` (Debian's redis-server)")
-        command = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port)]
-        command += ["--save", "", "--appendonly", "no", "--dir", str(self.directory)]
-        self.server = ServerProcess(command, log_path=self.directory / f"redis-{time.time()}.log")
-        self.server.wait_for_port(self.port, REDIS_START_SECONDS)
-        return self
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop(grace=5)
-            assert self.server.process.poll() is not None
-            self.server = None
-
-
-@pytest.fixture()
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path, free_port()).start()
-    yield server
-    server.stop()
 
 
 def replica(url: str, **settings) -> RedisContextCache:
@@ -166,12 +133,12 @@ def cluster_config(milvus: str, redis_url: str, upstream: str) -> dict:
         {
             "name": "words",
             "backend": "milvus",
-            "backend_config": {"collection": "docs_text", "uri": milvus, "search": "full_text"},
+            "backend_config": {"collection": "cluster_text", "uri": milvus, "search": "full_text"},
         },
         {
             "name": "vectors",
             "backend": "milvus",
-            "backend_config": {"collection": "docs_vectors", "uri": milvus},
+            "backend_config": {"collection": "cluster_vectors", "uri": milvus},
         },
     ]
     return {
@@ -221,48 +188,28 @@ def ask(base: str, question: str, **rag) -> httpx.Response:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """One milvus-lite server, one redis-server, one scripted upstream, two serve replicas."""
+def cluster(milvus_server, tmp_path_factory):
+    """The shared milvus-lite server, one redis-server, one scripted upstream, two serve
+    replicas (each in its own folder, one config)."""
     directory = tmp_path_factory.mktemp("cluster")
-    milvus_port = free_port()
-    milvus = ServerProcess(
-        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(directory / "milvus")]
-        + ["--host", "127.0.0.1", "--port", str(milvus_port)],
-        log_path=directory / "milvus.log",
-    )
-    redis_server = RedisServer(directory, free_port())
-    replicas: list[ServerProcess] = []
+    redis = RedisServer(directory).start()
     try:
-        milvus.wait_for_port(milvus_port, 60)
-        redis_server.start()
-        with ScriptedServer(answer(200, COMPLETION), path="") as upstream:
-            config = cluster_config(
-                f"http://127.0.0.1:{milvus_port}", redis_server.url, f"{upstream.url}/v1"
-            )
-            (directory / "cluster.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-            run_cli(["--config", "cluster.yaml", "ingest", "--quiet", str(CORPUS)], directory)
+        with contextlib.ExitStack() as stack:
+            upstream = stack.enter_context(ScriptedServer(answer(200, COMPLETION), path=""))
+            config = cluster_config(milvus_server, redis.url, f"{upstream.url}/v1")
+            text = yaml.safe_dump(config)
             bases = []
             for name in ("a", "b"):
-                port = free_port()
-                command = [str(BIN / "parallel-rag"), "--config", "cluster.yaml", "serve"]
-                command += ["--host", "127.0.0.1", "--port", str(port)]
-                replicas.append(
-                    ServerProcess(
-                        command,
-                        cwd=directory,
-                        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                        log_path=directory / f"replica-{name}.log",
-                    )
-                )
-                bases.append(f"http://127.0.0.1:{port}")
-            for server, base in zip(replicas, bases, strict=True):
-                server.wait_for(base + "/v1/models", SERVE_START_SECONDS)
-            yield directory, bases, redis_server
+                workdir = directory / name
+                workdir.mkdir()
+                (workdir / "cluster.yaml").write_text(text, encoding="utf-8")
+                if name == "a":
+                    run_cli(["--config", "cluster.yaml", "ingest", "--quiet", str(CORPUS)], workdir)
+                _, base = stack.enter_context(running_serve(workdir / "cluster.yaml", workdir))
+                bases.append(base)
+            yield directory / "a", bases, redis
     finally:
-        for server in replicas:
-            server.stop(grace=15)
-        redis_server.stop()
-        milvus.stop(grace=15)
+        redis.stop()
 
 
 def test_replicas_share_one_cache_and_an_ingest_empties_both(cluster):
@@ -287,16 +234,16 @@ def test_replicas_share_one_cache_and_an_ingest_empties_both(cluster):
 
 
 def test_redis_killed_mid_run_serves_with_a_warning_then_hits_again(cluster):
-    _, (a, b), redis_server = cluster
+    _, (a, b), redis = cluster
     question = "What is BM25?"
     ask(a, question)
-    redis_server.stop()
+    redis.stop()
     for base in (a, b):
         down = ask(base, question)
         assert down.headers["x-parallel-rag-cache"] == "unavailable"
         assert "context cache unavailable" in down.headers["x-parallel-rag-warning"]
         assert down.json()["parallel_rag"]["documents"]
-    redis_server.start()
+    redis.start()
     time.sleep(0.6)
     assert ask(a, question).headers["x-parallel-rag-cache"] == "miss"  # Redis came back empty
     assert ask(b, question).headers["x-parallel-rag-cache"] == "hit"
