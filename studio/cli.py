@@ -49,23 +49,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
         f"{', '.join(report.indexes)}{unchanged}"
     )
-    _invalidate_shared_cache(args.config)
+    if resolved.router is not None:  # a shared cache is emptied on every replica
+        from parallel_rag.studio.router.cache import invalidate_everywhere
+
+        warning = invalidate_everywhere(resolved.router.routing.context_cache)
+        if warning:
+            print(warning, file=sys.stderr)
     return 0
-
-
-def _invalidate_shared_cache(config: str | None) -> None:
-    """After an ingest through a router file whose context cache lives in Redis, every
-    replica's cached context is emptied (``studio/router/cache.py``)."""
-    router_file = _router_file(config)
-    if router_file is None:
-        return
-    from parallel_rag.studio.router.cache import invalidate_everywhere
-    from parallel_rag.studio.router.configuration import load_router
-
-    router, _, _ = load_router(router_file)
-    warning = invalidate_everywhere(router.routing.context_cache)
-    if warning:
-        print(warning, file=sys.stderr)
 
 
 def format_answer(result: dict) -> str:
