@@ -54,6 +54,8 @@ def admin_search(request) -> Reply:
     if request.headers.get("X-Environment") != "admin":
         return Reply(400, {"detail": "no environment"})
     body = request.json()
+    if "nothing" in body["query"]:  # an empty result, not a failure
+        return Reply(200, {"results": []})
     return Reply(
         200,
         {"results": [{"id": "rb-17", "content": ADMIN_DOC, "score": 0.9, "echo": body}]},
@@ -213,3 +215,30 @@ def test_milvus_route_without_connection_settings_answers_with_a_warning(client)
     assert headers["x-parallel-rag-route"] == "spanish_adaptive_route"
     assert "no context injected" in headers["x-parallel-rag-warning"]
     assert reply.choices
+
+
+# -- behaviour differences from upstream, each pinned -------------------------------------
+
+
+def test_tool_role_sends_an_assistant_tool_call_where_upstream_sends_a_bare_tool_message(
+    client, model_server
+):
+    ask(client, BRIDGE_QUESTION, model="fallback_knn_route")
+    messages = last_upstream_request(model_server)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    call = messages[1]["tool_calls"][0]
+    assert call["type"] == "function" and call["function"]["name"] == "retrieve_evidence"
+    assert messages[2]["tool_call_id"] == call["id"]  # strict servers accept this history
+
+
+def test_block_route_answers_503_on_an_empty_result_where_upstream_forwards(
+    client, model_server, services
+):
+    before = len(model_server.requests)
+    with pytest.raises(openai.APIStatusError) as caught:
+        ask(client, "Is there nothing about this?", model="admin_adaptive_route")
+    assert caught.value.status_code == 503
+    assert caught.value.body["code"] == "on_failure_block"
+    assert "retrieval found no documents" in caught.value.body["message"]
+    assert services["admin"].requests[-1].json()["query"] == "Is there nothing about this?"
+    assert len(model_server.requests) == before  # the model was never asked

@@ -564,3 +564,31 @@ def test_cache_results_false_turns_the_route_cache_off_and_ttl_sets_its_lifetime
     assert route_cache(cache_results=False) is None
     assert route_cache(cache_results=True, cache_ttl_seconds=600).ttl == 600
     assert route_cache().ttl == 300  # routing.context_cache's
+
+
+# -- behaviour differences from upstream, each pinned -------------------------------------
+
+
+def plain_route(**fields):
+    from parallel_rag.studio.router.runtime import RouterRuntime
+
+    data = one_route(
+        {"backend": "vectorstore", "backend_config": {"vector_store_id": "vs"}, **fields}
+    )
+    config = parse_router(data)
+    return config, RouterRuntime(config, Path("/srv/router"), compile_graphs=False).routes["r"]
+
+
+def test_on_failure_defaults_to_warn_where_upstream_skips():
+    config, _ = plain_route()
+    assert config.decisions["r"].rag.on_failure == "warn"
+
+
+def test_context_cache_is_on_by_default_where_upstream_caches_only_with_cache_results():
+    _, route = plain_route()
+    assert route.cache is not None
+
+
+def test_similarity_threshold_unset_means_none_where_upstream_uses_0_7():
+    config, _ = plain_route()
+    assert config.pipeline_for("r").retrievers[0].similarity_threshold is None
