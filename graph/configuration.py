@@ -20,7 +20,8 @@ from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries
 from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
-from parallel_rag.graph.errors import ConfigError as ConfigError  # re-exported
+from parallel_rag.graph.errors import ConfigError as ConfigError  # re-exported, raised elsewhere
+from parallel_rag.graph.errors import FieldError
 from parallel_rag.nodes.chat_models import ChatModelSettings
 from parallel_rag.nodes.failure_policy import FailurePolicy
 from parallel_rag.nodes.fuse import (
@@ -433,9 +434,8 @@ class PipelineConfig(_Strict):
             try:
                 check(used.backend_config, self)
             except SettingError as error:
-                raise ValueError(
-                    f"retrievers.{used.name}.backend_config.{error.field}: {error}"
-                ) from None
+                field = f"retrievers.{used.name}.backend_config.{error.field}"
+                raise FieldError(field, str(error)) from None
 
     @model_validator(mode="after")
     def _check_retrievers(self, info: ValidationInfo) -> PipelineConfig:

@@ -19,10 +19,10 @@ from typing import Annotated, Any, Literal
 
 from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.graph.configuration import ConfigError, EmbeddingsConfig, PipelineConfig
+from parallel_rag.graph.errors import FieldError
 from parallel_rag.graph.loading import parse_config, read_yaml
 from parallel_rag.studio.router.bindings import GlobalConfig, ModelBindings, bound_reranker
 from parallel_rag.studio.router.errors import (
-    NESTED_MARK,
     RouteError,
     nested_problems,
     route_error,
@@ -146,13 +146,14 @@ class Decision(_Strict):
     def _one_rag(self) -> Decision:
         rag = [p for p in self.plugins if p.type == "rag"]
         if len(rag) > 1:
-            raise ValueError(f"{NESTED_MARK}plugins: at most one rag plugin per decision")
+            raise FieldError("plugins", "at most one rag plugin per decision")
         if rag:
             self._rag_index = self.plugins.index(rag[0])
             try:
                 self._rag = RagPluginConfig.model_validate(rag[0].configuration)
             except ValidationError as error:
-                raise nested_problems(error, f"plugins.{self._rag_index}.configuration") from None
+                where = f"plugins.{self._rag_index}.configuration"
+                raise nested_problems(error, where, rag[0].configuration) from None
         return self
 
     @property
@@ -228,11 +229,9 @@ class RoutingConfig(_Strict):
         names = [d.name for d in self.decisions]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"{NESTED_MARK}decisions: duplicate decision name(s) {duplicates}")
+            raise FieldError("decisions", f"duplicate decision name(s) {duplicates}")
         if self.default is not None and self.default not in names:
-            raise ValueError(
-                f"{NESTED_MARK}default: {self.default!r} is not a decision (have {names})"
-            )
+            raise FieldError("default", f"{self.default!r} is not a decision (have {names})")
         return self
 
 
@@ -261,10 +260,10 @@ class RouterConfig(_Strict):
         for index, decision in enumerate(self.routing.decisions):
             where = f"routing.decisions.{index}"
             if decision.upstream is None and self.upstream is None:
-                raise ValueError(f"{where}.upstream: no upstream here and no top-level upstream")
+                raise FieldError(f"{where}.upstream", "no upstream here and no top-level upstream")
             upstream = self.upstream_for(decision)
             if upstream.base_url is None:
-                raise ValueError(f"{where}.upstream.base_url: required")
+                raise FieldError(f"{where}.upstream.base_url", "required")
             rag = decision.rag
             if rag is not None:
                 plugin = f"{where}.plugins.{decision.rag_index}.configuration"
@@ -301,7 +300,7 @@ class RouterConfig(_Strict):
             return RoutePipelineConfig.model_validate(data)
         except ValidationError as error:
             drop = None if rag.is_pipeline else "retrievers.0."
-            raise nested_problems(error, where, drop=drop) from None
+            raise nested_problems(error, where, data, drop=drop) from None
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -352,7 +351,7 @@ def parse_router(
     try:
         config = RouterConfig.model_validate(translated)
     except ValidationError as error:
-        raise route_error(error, source) from None
+        raise route_error(error, source, translated) from None
     config._warnings = warnings
     return config
 

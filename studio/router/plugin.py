@@ -21,7 +21,7 @@ from parallel_rag.graph.configuration import (
     RerankerConfig,
     RewriterConfig,
 )
-from parallel_rag.studio.router.errors import NESTED_MARK
+from parallel_rag.graph.errors import FieldError
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 DEFAULT_ROUTE_TOP_K = 5
@@ -56,10 +56,9 @@ class RoutePipelineConfig(PipelineConfig):
         # (an mcp route names a declared server) run here
         try:
             self.check_backends()
-        except ValueError as error:  # the block has no retriever list: name its own fields
-            raise ValueError(
-                NESTED_MARK + str(error).removeprefix(f"retrievers.{names[0]}.")
-            ) from None
+        except FieldError as error:  # the block has no retriever list: name its own fields
+            own = [(f.removeprefix(f"retrievers.{names[0]}."), m) for f, m in error.problems]
+            raise FieldError.of(own) from None
         unknown = sorted(set(self.fusion.weights) - set(names))
         if unknown:
             raise ValueError(f"fusion.weights: unknown retriever name(s) {unknown}")
@@ -117,14 +116,15 @@ class RagPluginConfig(_Strict):
     def _one_form(self) -> RagPluginConfig:
         single = sorted(f for f in _SINGLE_FIELDS if getattr(self, f) is not None)
         if self.retrievers is not None and single:
-            raise ValueError(
-                f"{NESTED_MARK}{single[0]}: a configuration is either one backend (backend, "
-                "backend_config) or a pipeline (retrievers), not both"
+            raise FieldError(
+                single[0],
+                "a configuration is either one backend (backend, backend_config) or a pipeline "
+                "(retrievers), not both",
             )
         if self.enabled and self.retrievers is None and self.backend is None:
-            raise ValueError(f"{NESTED_MARK}backend: required (or a pipeline under retrievers)")
+            raise FieldError("backend", "required (or a pipeline under retrievers)")
         if self.rerank is not None and self.reranker is not None:
-            raise ValueError(f"{NESTED_MARK}rerank: the pipeline's reranker block already reranks")
+            raise FieldError("rerank", "the pipeline's reranker block already reranks")
         return self
 
     @property
