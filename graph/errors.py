@@ -102,17 +102,6 @@ def problems(
     return [(path, _merge(messages)) for path, messages in merged.items()]
 
 
-def problems_of(error: BaseException) -> list[Problem]:
-    """The pairs of any error a surface catches: a validation, a ``FieldError`` (a knob), a
-    ``ConfigError`` written from a validation; anything else is one pair with no path."""
-    if isinstance(error, ValidationError):
-        return problems(error)
-    found = getattr(error, "problems", None)
-    if isinstance(error, FieldError | ConfigError) and found:
-        return [(redact(path), _clean_message(message)) for path, message in found]
-    return [("", _clean_message(str(error)) or type(error).__name__)]
-
-
 def problem_lines(pairs: Iterable[Problem]) -> list[str]:
     """``path: message`` (just ``message`` for the input as a whole), one per problem."""
     return [f"{path}: {message}" if path else message for path, message in pairs]
