@@ -1,16 +1,18 @@
-"""``ParallelFusionRetriever``: the graph's retrieval half as a LangChain ``BaseRetriever``.
+"""``ParallelFusionRetriever``: the retrieval graph as a LangChain ``BaseRetriever``.
 
-It runs rewrite -> fan-out -> rerank -> fuse and stops before ``generate``, returning the fused
-list as ``Document``s (``id``, content, the backend metadata plus ``fused_score``,
-``fused_rank`` and ``sources``: one record per branch that found it). It takes the place of
-``EnsembleRetriever`` in an existing LCEL chain: same reciprocal rank fusion, plus query views,
-per-branch reranking, failure policy and the per-branch account in every document.
+It runs the retrieval graph (rewrite -> fan-out -> rerank -> fuse; given an answer graph, the
+retrieval graph ``build_graph`` compiled beside it, so ``generate`` is never part of the run),
+returning the fused list as ``Document``s (``id``, content, the backend metadata plus
+``fused_score``, ``fused_rank`` and ``sources``: one record per branch that found it). It takes
+the place of ``EnsembleRetriever`` in an existing LCEL chain: same reciprocal rank fusion, plus
+query views, per-branch reranking, failure policy and the per-branch account in every document.
 
-Both entry points drive the graph's async path (``astream``), where a branch crosses threads
+Both entry points drive the graph's async path (``ainvoke``), where a branch crosses threads
 once, for its lookup, and the event loop keeps its timeout: ``ainvoke`` on the caller's loop,
 ``invoke`` on an event loop of the calling thread's own, kept for its next call (the caller's
 context and callbacks go along). A thread already running an event loop cannot wait on another
-in place: there ``invoke`` runs the sync ``stream``.
+in place: there ``invoke`` runs the sync ``invoke``. The knobs (``context``, and a caller's
+``configurable``) go to the run as they are: the graph maps and checks them (``RAGGraph``).
 
 Both start embedding the question for the dense branches before the graph runs (the graph's
 ``QueryPrefetch``): the encode releases the GIL and overlaps with the run's setup, input
@@ -24,7 +26,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import aclosing, closing, suppress
+from contextlib import suppress
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -36,7 +38,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.graph.state import CompiledStateGraph
-from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile
+from parallel_rag.graph.builder import (
+    ConfigSource,
+    build_graph,
+    graph_profile,
+    retrieval_graph_of,
+)
 from parallel_rag.graph.context import RAGContext, knobs_from
 from parallel_rag.graph.state import MAX_TOP_K
 from parallel_rag.nodes.fuse import DEFAULT_RRF_K
@@ -121,7 +128,7 @@ class ParallelFusionRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    graph: CompiledStateGraph  # from build_graph
+    graph: CompiledStateGraph  # from build_graph or build_retrieval_graph
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     filters: dict[str, Any] | None = None
     tenant: str | None = None
@@ -236,13 +243,8 @@ class ParallelFusionRetriever(BaseRetriever):
         return self._request(query, top_k, filters), config, extra
 
     async def _fused(self, request: dict, config: RunnableConfig, extra: dict) -> list[Document]:
-        # stop after ``fuse``: leaving the stream ends the run before ``generate`` starts
-        stream = self.graph.astream(request, config, stream_mode="updates", **extra)
-        async with aclosing(stream) as run:
-            async for update in run:
-                if "fuse" in update:
-                    return fused_to_documents(update["fuse"]["documents"])
-        return []
+        result = await retrieval_graph_of(self.graph).ainvoke(request, config, **extra)
+        return fused_to_documents(result["documents"])
 
     def _get_relevant_documents(
         self,
@@ -257,11 +259,8 @@ class ParallelFusionRetriever(BaseRetriever):
         loop = _THREAD_LOOPS.get()
         if loop is not None:
             return loop.run(self._fused(request, config, extra))
-        with closing(self.graph.stream(request, config, stream_mode="updates", **extra)) as run:
-            for update in run:
-                if "fuse" in update:
-                    return fused_to_documents(update["fuse"]["documents"])
-        return []
+        result = retrieval_graph_of(self.graph).invoke(request, config, **extra)
+        return fused_to_documents(result["documents"])
 
     async def _aget_relevant_documents(
         self,

@@ -4,9 +4,10 @@ Indexes a corpus one document per unit into the configured BM25 and Qdrant (loca
 Edge) indexes (ids shared across indexes), then scores each single retriever and the fused
 graph with ``ir_measures``. Used by ``parallel-rag eval``, the quality tests and ``bench/``.
 
-The fused list comes from the graph's retrieval path only (rewrite -> retrieve -> rerank ->
-fuse, through ``ParallelFusionRetriever``, which leaves the run at ``fuse``): generation
-never runs, and the ranking is the ``documents`` a whole graph run returns.
+The fused list comes from the retrieval graph only (rewrite -> retrieve -> rerank -> fuse,
+through ``ParallelFusionRetriever``, which runs the retrieval graph ``build_graph`` compiled
+beside the answer graph): generation is not part of the run, and the ranking is the
+``documents`` a whole graph run returns.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def run_retriever(retriever, queries: dict[str, str], k: int) -> dict[str, list[
 
 def run_graph(graph, queries: dict[str, str], k: int, batch_size: int = 8) -> dict[str, list[str]]:
     """Each query's fused ranking (``k`` documents, at most the graph's ``MAX_TOP_K``) from
-    the graph's retrieval path alone: ``ParallelFusionRetriever`` stops the run at ``fuse``,
+    the retrieval graph alone (``ParallelFusionRetriever`` runs it; no ``generate`` node),
     so no answer is generated. ``batch_size`` queries run at a time."""
     from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 
@@ -164,13 +165,13 @@ def evaluate(
     progress: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Index a BEIR collection into ``workdir`` with the config's bm25 and qdrant retrievers,
-    then score each retriever alone and the fused graph (its retrieval path, no generation):
+    then score each retriever alone and the fused retrieval graph (no generation):
     ``{name: {measure: mean}}``.
 
     The indexes live under ``workdir`` (never the config's own), and are reused while the
     corpus and the retriever settings are unchanged (``eval-index.json`` records both).
     """
-    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.builder import build_retrieval_graph
 
     for position, entry in enumerate(config.retrievers):
         if entry.backend not in evaluable_backends():
@@ -201,7 +202,7 @@ def evaluate(
     scores: dict[str, dict[str, float]] = {}
     for name, retriever in single_retrievers(config, workdir).items():
         scores[name] = score_runs(run_retriever(retriever, queries, depth), qrels, measures)
-    graph = build_graph(config, base_dir=workdir)
+    graph = build_retrieval_graph(config, base_dir=workdir)  # no generator is even built
     scores["fused"] = score_runs(run_graph(graph, queries, depth), qrels, measures)
     return scores
 

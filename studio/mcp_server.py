@@ -8,11 +8,12 @@ same fields, limits and descriptions as on every other surface):
   each with its sources (which branch found it, at which rank, for which query view);
 - ``ask(query, top_k, filters, tenant)`` -> ``{"answer", "citations", "documents", "warnings"}``.
 
-Both run the whole graph once, exactly as ``parallel-rag ask --json`` does, and return its
-fields unchanged. A request can set nothing but these fields (no endpoint, key, path or
-backend), and a bad one comes back as an MCP tool error naming the field, as does an
-``on_failure: block`` failure. Served over stdio (the default) or streamable HTTP on
-127.0.0.1 (``--http --port``, endpoint ``/mcp``, ``/healthz`` for probes).
+``ask`` runs the whole graph once, exactly as ``parallel-rag ask --json`` does; ``search``
+runs its retrieval graph (``build_graph`` compiles it beside the answer graph), so it never
+generates. Both return the graph's fields unchanged. A request can set nothing but these
+fields (no endpoint, key, path or backend), and a bad one comes back as an MCP tool error
+naming the field, as does an ``on_failure: block`` failure. Served over stdio (the default) or
+streamable HTTP on 127.0.0.1 (``--http --port``, endpoint ``/mcp``, ``/healthz`` for probes).
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from mcp_types import CallToolResult, TextContent  # noqa: E402
 from parallel_rag.backends.secrets import redact  # noqa: E402
-from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile  # noqa: E402
+from parallel_rag.graph.builder import (  # noqa: E402
+    ConfigSource,
+    build_graph,
+    graph_profile,
+    retrieval_graph_of,
+)
 from parallel_rag.graph.errors import one_line, problems  # noqa: E402
 from parallel_rag.graph.state import RAGRequest, coerce_request  # noqa: E402
 from parallel_rag.nodes.failure_policy import RAGError  # noqa: E402
@@ -118,11 +124,13 @@ async def validate_arguments(ctx: Any, call_next: Any) -> Any:
 
 
 def build_server(graph: CompiledStateGraph, *, name: str = "parallel-rag") -> MCPServer:
-    """An ``MCPServer`` with the ``search`` and ``ask`` tools over ``graph``."""
+    """An ``MCPServer`` with the ``search`` (its retrieval graph) and ``ask`` tools over
+    ``graph``."""
     server = MCPServer(name, log_level="WARNING", middleware=[validate_arguments])
+    retrieval = retrieval_graph_of(graph)
 
     def search(**arguments: Any) -> dict[str, Any]:
-        result = run_graph(graph, arguments)
+        result = run_graph(retrieval, arguments)
         return {"documents": result["documents"]}
 
     def ask(**arguments: Any) -> dict[str, Any]:

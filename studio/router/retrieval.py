@@ -1,4 +1,4 @@
-"""A route's retrieval at run time: the route's compiled graph run up to fusion on the last
+"""A route's retrieval at run time: the route's retrieval graph (up to fusion) on the last
 user message, through the route's context cache. ``on_failure: block`` in the graph becomes a
 503; a store or model failure outside the branches' records leaves the request without
 context (``failed`` says why) for the route's ``on_failure`` to decide."""
@@ -6,13 +6,13 @@ context (``failed`` says why) for the route's ``on_failure`` to decide."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.secrets import redact
+from parallel_rag.graph.builder import retrieval_graph_of
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.studio.router.cache import ContextCache, RedisContextCache, cache_key
@@ -95,24 +95,15 @@ async def retrieve(route: Route, query: str, options: RagOptions | None) -> Retr
 
 
 async def run_graph(route: Route, rag_request: dict[str, Any]) -> RetrievalOutcome:
-    """The route's graph up to ``fuse`` (the one place the router runs a graph)."""
-    warnings: list[str] = []
+    """The route's retrieval graph (it ends at ``fuse``; the one place the router runs a
+    graph)."""
     try:
-        # the stream is closed on return: the run stops after fuse, its tasks are not left
-        async with contextlib.aclosing(
-            route.graph.astream(rag_request, stream_mode="updates")
-        ) as updates:
-            async for update in updates:
-                for node, values in (update or {}).items():
-                    if not isinstance(values, dict):
-                        continue
-                    if node == "fuse":
-                        return RetrievalOutcome(
-                            documents=list(values.get("documents") or []),
-                            branches=list(values.get("branches") or []),
-                            warnings=warnings + list(values.get("warnings") or []),
-                        )
-                    warnings.extend(values.get("warnings") or [])
+        fused = await retrieval_graph_of(route.graph).ainvoke(rag_request)
+        return RetrievalOutcome(
+            documents=list(fused.get("documents") or []),
+            branches=list(fused.get("branches") or []),
+            warnings=list(fused.get("warnings") or []),
+        )
     except BlockedError as error:
         raise RouterError(
             503, str(error), kind="service_unavailable", code="on_failure_block"
@@ -121,5 +112,4 @@ async def run_graph(route: Route, rag_request: dict[str, Any]) -> RetrievalOutco
         raise
     except Exception as error:  # a store or model failure outside the branches' records
         logger.warning("route %s: retrieval failed: %s", route.name, redact(str(error)))
-        return RetrievalOutcome([], [], warnings, failed=redact(f"{type(error).__name__}: {error}"))
-    return RetrievalOutcome([], [], warnings, failed="retrieval produced no fused result")
+        return RetrievalOutcome([], [], [], failed=redact(f"{type(error).__name__}: {error}"))

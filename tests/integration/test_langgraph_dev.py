@@ -155,6 +155,31 @@ async def test_drawn_graph_has_every_node_and_the_fan_out_edges(client_and_assis
     } <= edges
 
 
+async def test_the_retrieval_graph_is_served_beside_it_and_never_generates(dev_server):
+    client = get_client(url=dev_server[1])
+    (assistant,) = await client.assistants.search(graph_id="parallel_rag_retrieval")
+    schemas = await client.assistants.get_schemas(assistant["assistant_id"])
+    assert set(schemas["output_schema"]["properties"]) == {
+        "documents",
+        "queries",
+        "branches",
+        "warnings",
+        "timings",
+    }
+    assert "fusion_k" in schemas["context_schema"]["properties"]  # the same context form
+    drawn = await client.assistants.get_graph(assistant["assistant_id"])
+    assert "generate" not in {node["id"] for node in drawn["nodes"]}
+    result = await client.runs.wait(
+        None,
+        assistant["assistant_id"],
+        input={"query": QUESTION, "top_k": 3},
+        context={"rewriter": "none", "retrievers": ["lexical"]},
+    )
+    assert "answer" not in result and len(result["documents"]) == 3
+    assert [b["retriever"] for b in result["branches"]] == ["lexical"]
+    assert "generate" not in result["timings"]
+
+
 def test_server_log_has_no_blocking_call_errors(dev_server):
     server, _ = dev_server
     log = server.log()

@@ -141,8 +141,11 @@ async def test_callbacks_see_the_retriever_run_and_the_graph_under_it(fakes, how
     assert [d.id for d in docs] == ["paris", "berlin"]
     (start,) = _named(recorder, "retriever_start", "ParallelFusionRetriever")
     assert any(e[0] == "retriever_end" and e[2] == start[2] for e in recorder.events)
-    (graph_run,) = _named(recorder, "chain_start", "parallel-rag")
-    assert graph_run[3] == start[2]  # the graph runs as a child of the retriever run
+    # the retrieval graph (never the answer graph) runs as a child of the retriever run
+    (graph_run,) = _named(recorder, "chain_start", "parallel-rag-retrieval")
+    assert graph_run[3] == start[2]
+    assert not _named(recorder, "chain_start", "parallel-rag")
+    assert not _named(recorder, "chain_start", "generate")
     # the branches' own retrievers report under the graph's run tree
     assert len([e for e in recorder.events if e[0] == "retriever_start"]) == 3
 

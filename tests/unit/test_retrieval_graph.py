@@ -58,3 +58,18 @@ def test_the_retrieval_graph_takes_and_checks_the_run_knobs(fakes):
     assert retrievers["a"].queries == []
     with pytest.raises(KnobError, match="retrievers: unknown retriever"):
         retrieval.invoke(QUESTION, context={"retrievers": ["nope"]})
+
+
+async def test_mcp_search_runs_the_retrieval_graph_and_never_the_generator(fakes):
+    from mcp import Client
+    from parallel_rag.studio.mcp_server import build_server
+
+    model = fakes.ExplodingChatModel()
+    graph = graph_of(two_lists(fakes), generator_model=model)
+    async with Client(build_server(graph)) as client:
+        searched = await client.call_tool("search", {"query": QUESTION, "top_k": 2})
+        assert not searched.is_error
+        assert [d["id"] for d in searched.structured_content["documents"]] == ["paris", "berlin"]
+        assert model.calls == 0
+        asked = await client.call_tool("ask", {"query": QUESTION, "top_k": 2})
+        assert not asked.is_error and model.calls == 1  # ask does reach the generator
