@@ -113,7 +113,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from parallel_rag.studio.langserve_app import serve
 
     bounds = {"max_concurrency": args.max_concurrency, "max_queue": args.max_queue}
-    limits = AdmissionLimits(**{k: v for k, v in bounds.items() if v is not None})
+    bounds = {k: v for k, v in bounds.items() if v is not None}
+    limits = AdmissionLimits(**bounds)
+    if args.workers < 1:
+        raise ValueError(f"--workers: at least 1, got {args.workers}")
+    if args.workers > 1:  # several processes on one port (studio/workers.py)
+        from parallel_rag.studio.workers import serve_workers
+
+        _resolve(args)  # a bad config fails here, once, not in every worker
+        settings = {"config": args.config, "route": args.route, "path": args.path}
+        serve_workers(
+            {**settings, "limits": bounds}, workers=args.workers, host=args.host, port=args.port
+        )
+        return 0
     resolved = _resolve(args)
     if resolved.router is not None:  # LangServe plus /v1/chat/completions, one app and gate
         from parallel_rag.studio.router.app import serve_router
@@ -325,6 +337,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-queue",
         type=int,
         help="requests waiting at most (default 64, each up to 60 s); beyond: 503 + Retry-After",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on the port (default 1); admission limits apply per process",
     )
     serve.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     serve.set_defaults(run=cmd_serve)

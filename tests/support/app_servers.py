@@ -18,11 +18,14 @@ from studio_servers import REPO_ROOT, server_env
 
 
 @contextmanager
-def running_serve(config_path: Path, workdir: Path) -> Iterator[tuple[ServerProcess, str]]:
-    """``parallel-rag serve`` in ``workdir`` on ``config_path``: (server, base URL) once
-    ``/healthz`` answers; stopped by its PID on exit."""
+def running_serve(
+    config_path: Path, workdir: Path, *arguments: str
+) -> Iterator[tuple[ServerProcess, str]]:
+    """``parallel-rag serve [ARGUMENTS]`` in ``workdir`` on ``config_path``: (server, base URL)
+    once ``/healthz`` answers; stopped by its PID on exit (its workers with it)."""
     port = free_port()
     command = [str(BIN / "parallel-rag"), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command += arguments
     server = ServerProcess(
         command, env=server_env(config_path), cwd=workdir, log_path=workdir / "server.log"
     )
