@@ -172,7 +172,7 @@ def full_text_config(uri: str, collection: str = "tenant_words", **extra) -> dic
 
 
 @pytest.fixture(scope="module")
-def full_text_ingested(milvus_uri, corpus_file, tmp_path_factory):
+def full_text_ingested(milvus_uri, tenant_corpus_file, tmp_path_factory):
     """Both branches on Milvus, written by one ingest: full text and dense, two collections."""
     base_dir = tmp_path_factory.mktemp("milvus-full-text")
     config = parse_config(
@@ -184,7 +184,7 @@ def full_text_ingested(milvus_uri, corpus_file, tmp_path_factory):
             "generator": {"min_similarity": None},
         }
     )
-    report = ingest_paths([corpus_file], config, base_dir, progress=False)
+    report = ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     assert {"words (milvus)", "vectors (milvus)"} <= set(report.indexes)
     return milvus_uri, base_dir, config
 
@@ -233,9 +233,9 @@ def test_full_text_and_dense_branches_in_one_graph(full_text_ingested):
     assert both, "both collections hold the same chunk ids, so fusion merges their hits"
 
 
-def test_full_text_reingest_replaces_chunks(full_text_ingested, corpus_file):
+def test_full_text_reingest_replaces_chunks(full_text_ingested, tenant_corpus_file):
     uri, base_dir, config = full_text_ingested
-    ingest_paths([corpus_file], config, base_dir, progress=False)
+    ingest_paths([tenant_corpus_file], config, base_dir, progress=False)
     docs = words(uri, base_dir).invoke("Golden Gate Comet Unix ENIAC", k=50)
     assert len(docs) == len(TENANT_DOCS) and len({d.id for d in docs}) == len(TENANT_DOCS)
 
@@ -246,3 +246,50 @@ def test_a_collection_written_for_one_search_is_refused_by_the_other(full_text_i
         words(uri, base_dir, collection="tenant_vectors").warm_up()
     with pytest.raises(ValueError, match="has no vector field 'vector'.*search: full_text"):
         retriever(uri, base_dir, **milvus_config(uri, collection="tenant_words")).warm_up()
+
+
+def test_milvus_server_killed_fails_its_branch_by_its_policy_and_the_other_answers(
+    tenant_corpus_file, tmp_path
+):
+    """A Milvus server of its own, killed after the ingest: the full-text branch fails (warn:
+    a warning; block: the run is refused) while the local BM25 branch still answers."""
+    import sys
+
+    from parallel_rag.nodes.failure_policy import BlockedError
+    from servers import ServerProcess, free_port
+
+    port = free_port()
+    server = ServerProcess(
+        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(tmp_path / "data")]
+        + ["--host", "127.0.0.1", "--port", str(port)],
+        log_path=tmp_path / "milvus.log",
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        server.wait_for_port(port, 60)
+
+        def config(policy: str):
+            words = {**full_text_config(uri), "on_failure": policy, "timeout_seconds": 15}
+            lexical = {
+                "name": "lexical",
+                "backend": "bm25",
+                "backend_config": {"index_path": "bm25"},
+            }
+            return parse_config(
+                {"retrievers": [words, lexical], "generator": {"min_similarity": None}}
+            )
+
+        ingest_paths([tenant_corpus_file], config("warn"), tmp_path, progress=False)
+        server.stop(grace=5)
+        forget_stores(uri)
+        result = build_graph(config("warn"), base_dir=tmp_path).invoke({"query": BRIDGE_QUESTION})
+        assert {b["retriever"]: b["status"] for b in result["branches"]} == {
+            "words": "failed",
+            "lexical": "ok",
+        }
+        assert result["documents"] and "words" in " ".join(result["warnings"])
+        with pytest.raises(BlockedError, match="words"):
+            build_graph(config("block"), base_dir=tmp_path).invoke({"query": BRIDGE_QUESTION})
+    finally:
+        server.stop(grace=5)
+        forget_stores(uri)
