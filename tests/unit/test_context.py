@@ -11,6 +11,7 @@ import pytest
 from fake_scorer import FakeScorer
 from fastapi.exceptions import RequestValidationError
 from langchain_classic.retrievers import EnsembleRetriever
+from parallel_rag.graph.builder import retrieval_graph_of
 from parallel_rag.graph.context import (
     KNOBS,
     KnobError,
@@ -302,14 +303,16 @@ def test_parallel_fusion_retriever_matches_ensemble_retriever_and_keeps_sources(
     assert {s["retriever"] for s in top.metadata["sources"]} == {"retriever_0", "retriever_1"}
 
 
-async def test_parallel_fusion_retriever_stops_before_generate_and_takes_knobs(fakes):
+async def test_parallel_fusion_retriever_never_generates_and_takes_knobs(fakes):
     graph = graph_of(two_lists(fakes), generator_model=fakes.ExplodingChatModel())
     retriever = ParallelFusionRetriever(graph=graph, top_k=2)
     assert [d.id for d in retriever.invoke(QUESTION)] == ["paris", "berlin"]
     only_b = retriever.with_config(configurable={"retrievers": ["b"]})
     docs = await only_b.ainvoke(QUESTION)
     assert {s["retriever"] for d in docs for s in d.metadata["sources"]} == {"b"}
-    assert graph.get_graph().nodes["generate"]  # it exists, it just never ran
+    # the answer graph has a generate node; the retriever runs its retrieval graph, which has none
+    assert graph.get_graph().nodes["generate"]
+    assert "generate" not in retrieval_graph_of(graph).get_graph().nodes
     with_context = ParallelFusionRetriever(graph=graph, context=RAGContext(retrievers=["a"]))
     assert [d.id for d in with_context.invoke(QUESTION)] == ["paris", "lyon"]
 
