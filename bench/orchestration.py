@@ -36,7 +36,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import aclosing, closing
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -44,13 +43,16 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from parallel_rag.backends.embeddings import WrappedEmbeddings, load_embeddings
-from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.graph.builder import build_graph, graph_profile, retrieval_graph_of
 from parallel_rag.graph.components import make_retriever
+from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.loading import default_config_dict, parse_config
+from parallel_rag.graph.state import RAGRequest, RAGResult, RAGState
 
 from bench.baselines import DelayRetriever, ensemble_of, rrf_by_hand
 from bench.measure import pct
@@ -157,6 +159,28 @@ def without_prefetch(graph):
     return graph
 
 
+def nested_answer_graph(graph):
+    """The other way to make the answer graph (not the product's): the retrieval graph as one
+    subgraph node, then ``graph``'s own ``generate`` node. The product composes instead (the
+    retrieval nodes and ``generate`` in one graph); the answer-graph rows compare the two."""
+    builder = StateGraph(
+        RAGState, context_schema=RAGContext, input_schema=RAGRequest, output_schema=RAGResult
+    )
+    retrieval = retrieval_graph_of(graph)
+    request_keys = tuple(RAGRequest.model_fields)
+
+    def run_retrieval(state: dict, config: RunnableConfig) -> dict:
+        # the subgraph takes a request (it refuses the parent's other state keys)
+        return retrieval.invoke({k: state[k] for k in request_keys if k in state}, config)
+
+    builder.add_node("retrieval", run_retrieval)
+    builder.add_node("generate", graph.nodes["generate"].bound)
+    builder.add_edge(START, "retrieval")
+    builder.add_edge("retrieval", "generate")
+    builder.add_edge("generate", END)
+    return builder.compile(name="nested")
+
+
 def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Callable]:
     """name -> (is_async, call(query)) over the same retriever objects."""
     pool = ThreadPoolExecutor(max_workers=4)
@@ -188,25 +212,22 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         top_k=TOP_K,
     )
 
-    async def router_path(query: str) -> list:
-        # what the OpenAI-compatible router does: astream the graph, stop at ``fuse``
-        stream = graph.astream({"query": query, "top_k": TOP_K}, stream_mode="updates")
-        async with aclosing(stream) as updates:
-            async for update in updates:
-                if "fuse" in (update or {}):
-                    return update["fuse"]["documents"]
-        return []
+    retrieval = retrieval_graph_of(graph)
+    nested = nested_answer_graph(graph)
 
-    def sync_stream_path(query: str) -> list:
+    async def router_path(query: str) -> list:
+        # what the OpenAI-compatible router does: run the retrieval graph (it ends at ``fuse``)
+        return (await retrieval.ainvoke({"query": query, "top_k": TOP_K}))["documents"]
+
+    def sync_path(query: str) -> list:
         # what ``ParallelFusionRetriever.invoke`` did before it drove the async path: LangGraph's
         # sync runner (a thread per branch, each lookup one more hop into the lookup pool), no
         # query prefetch
         request = {"query": query, "top_k": TOP_K}
-        with closing(before.graph.stream(request, stream_mode="updates")) as updates:
-            for update in updates:
-                if "fuse" in (update or {}):
-                    return update["fuse"]["documents"]
-        return []
+        return retrieval_graph_of(before.graph).invoke(request)["documents"]
+
+    def answer(answer_graph):
+        return lambda q: answer_graph.invoke({"query": q, "top_k": TOP_K})["documents"]
 
     ens = {
         name: (r.model_copy(update={"k": k}) if k is not None else r)
@@ -223,8 +244,10 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         "product ParallelFusionRetriever.ainvoke": (True, product.ainvoke),
         "product ParallelFusionRetriever.invoke, no prefetch (before)": (False, before.invoke),
         "product ParallelFusionRetriever.ainvoke, no prefetch (before)": (True, before.ainvoke),
-        "product graph.astream to fuse (router)": (True, router_path),
-        "product graph.stream to fuse (sync runner; invoke's old path)": (False, sync_stream_path),
+        "product retrieval graph.ainvoke (router)": (True, router_path),
+        "product retrieval graph.invoke (sync runner; invoke's old path)": (False, sync_path),
+        "answer graph.invoke, composed (build_graph)": (False, answer(graph)),
+        "answer graph.invoke, retrieval as a subgraph node": (False, answer(nested)),
         "EnsembleRetriever.invoke": (False, lambda q: ensemble.invoke(q)[:TOP_K]),
         "EnsembleRetriever.ainvoke": (True, lambda q: _atop(ensemble, q)),
     }, product
@@ -467,6 +490,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the SciFact table, printed with the load average; writes no results file",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="results file (default bench/ORCHESTRATION-RESULTS.md; a small trial run writes "
+        "elsewhere)",
+    )
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -607,8 +637,8 @@ def write(syn_res, real_res, sci_res, fan, profile, args, load0, load1, seconds,
         old = RESULTS.read_text(encoding="utf-8")
         if ANALYSIS_MARKER in old:
             kept = old[old.index(ANALYSIS_MARKER) :]
-    RESULTS.write_text("\n".join(lines) + kept, encoding="utf-8")
-    print(f"wrote {RESULTS}")
+    args.out.write_text("\n".join(lines) + kept, encoding="utf-8")
+    print(f"wrote {args.out}")
 
 
 ANALYSIS_MARKER = "## Reading"
