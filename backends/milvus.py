@@ -18,7 +18,7 @@ Metadata lives either in top-level fields (``metadata_field`` unset: typed or dy
 what ``langchain-milvus`` writes by default) or in one JSON field (``metadata_field: NAME``).
 Request filters become a Milvus boolean expression in that layout (``tenant == "acme"`` or
 ``metadata["tenant"] == "acme"``), AND-ed with the static ``filter_expression``, which is
-validated at load time: no ``;``, no comments, no SQL statement keywords, balanced brackets.
+validated at load time (both in ``milvus_expressions.py``).
 
 Milvus Lite allows one process per file; stores are cached per process so every branch,
 request and the ingester share one client, and calls on a local file are serialised. A second
@@ -27,7 +27,6 @@ process opening the same file gets ``StoreInUseError`` naming the file.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -55,6 +54,13 @@ from parallel_rag.backends.base import (
     settings_factory,
 )
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.milvus_expressions import (
+    FIELD_NAME,
+    check_filter_expression,
+    milvus_expression,
+    milvus_field,
+    milvus_literal,
+)
 from parallel_rag.backends.secrets import register_secrets, secret_value
 from pydantic import (
     BaseModel,
@@ -67,73 +73,11 @@ from pydantic import (
 )
 
 DEFAULT_URI = ".parallel-rag/milvus.db"
-FIELD_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
-MAX_EXPRESSION_CHARS = 2000
-SQL_KEYWORDS = frozenset(
-    "select insert update delete drop union create alter truncate exec execute grant revoke "
-    "merge replace into from where join having table database declare commit rollback".split()
-)
-COMMENT_MARKERS = ("--", "/*", "*/", "//", "#")
 INDEX_PARAMS = {"metric_type": "COSINE", "index_type": "AUTOINDEX", "params": {}}
 DEFAULT_SPARSE_FIELD = "sparse"
 DEFAULT_BM25_K1 = 1.5
 DEFAULT_BM25_B = 0.75
 DELETE_BATCH = 64
-
-
-def _outside_strings(expression: str) -> str:
-    """The expression with every string literal's content blanked (quotes kept)."""
-    out: list[str] = []
-    quote: str | None = None
-    escaped = False
-    for char in expression:
-        if quote is None:
-            out.append(char)
-            if char in ("'", '"'):
-                quote = char
-        elif escaped:
-            escaped = False
-            out.append(" ")
-        elif char == "\\":
-            escaped = True
-            out.append(" ")
-        elif char == quote:
-            quote = None
-            out.append(char)
-        else:
-            out.append(" ")
-    if quote is not None:
-        raise ValueError("unterminated string literal")
-    return "".join(out)
-
-
-def check_filter_expression(expression: str) -> str:
-    """Refuse anything but a plain Milvus boolean expression; returns it stripped."""
-    expression = expression.strip()
-    if len(expression) > MAX_EXPRESSION_CHARS:
-        raise ValueError(f"longer than {MAX_EXPRESSION_CHARS} characters")
-    if ";" in expression:
-        raise ValueError("';' is not allowed (one boolean expression only)")
-    bare = _outside_strings(expression)
-    for marker in COMMENT_MARKERS:
-        if marker in bare:
-            raise ValueError(f"comments are not allowed (found {marker!r})")
-    words = {word.lower() for word in re.findall(r"[A-Za-z_]+", bare)}
-    keywords = sorted(words & SQL_KEYWORDS)
-    if keywords:
-        raise ValueError(f"SQL keyword(s) not allowed: {', '.join(keywords)}")
-    depth = {"(": 0, "[": 0}
-    closing = {")": "(", "]": "["}
-    for char in bare:
-        if char in depth:
-            depth[char] += 1
-        elif char in closing:
-            depth[closing[char]] -= 1
-            if depth[closing[char]] < 0:
-                raise ValueError(f"unbalanced parentheses: unexpected {char!r}")
-    if any(depth.values()):
-        raise ValueError("unbalanced parentheses: unclosed '(' or '['")
-    return expression
 
 
 FULL_TEXT_ONLY = ("sparse_field", "analyzer_params", "bm25_k1", "bm25_b")
@@ -228,33 +172,6 @@ class MilvusSettings(BaseModel):
         if self.db_name:
             args["db_name"] = self.db_name
         return args
-
-
-def milvus_literal(value: Any) -> str:
-    """A filter value as a Milvus expression literal."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return json.dumps(str(value), ensure_ascii=False)
-
-
-def milvus_field(key: str, metadata_field: str | None) -> str:
-    if metadata_field:
-        return f"{metadata_field}[{json.dumps(key, ensure_ascii=False)}]"
-    if not re.match(FIELD_NAME, key):
-        raise ValueError(f"filter key {key!r} is not a valid Milvus field name")
-    return key
-
-
-def milvus_expression(
-    filters: MetadataFilter | None, metadata_field: str | None, static: str | None = None
-) -> str | None:
-    """Request filters in Milvus's expression language, AND-ed with the static expression."""
-    clauses = [f"({static})"] if static else []
-    for key, value in (filters or {}).items():
-        clauses.append(f"{milvus_field(key, metadata_field)} == {milvus_literal(value)}")
-    return " and ".join(clauses) or None
 
 
 class _LiteTimestampNoise(logging.Filter):

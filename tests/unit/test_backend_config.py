@@ -17,7 +17,8 @@ from parallel_rag.backends.external_api import (
 )
 from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.backends.json_http import display_url, effective_max_bytes
-from parallel_rag.backends.milvus import MilvusRetriever, check_filter_expression, milvus_expression
+from parallel_rag.backends.milvus import MilvusRetriever
+from parallel_rag.backends.milvus_expressions import check_filter_expression, milvus_expression
 from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever, openai_filters
 from parallel_rag.backends.registry import BACKENDS
 from parallel_rag.backends.secrets import REDACTED, redact, register_secrets
