@@ -43,6 +43,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.measure import tree_cpu_seconds
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPUS = REPO_ROOT / "examples" / "corpus"
 QUESTIONS = REPO_ROOT / "examples" / "questions.jsonl"
@@ -315,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="client connections")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--max-concurrency", type=int, help="the server's bound (default: its own)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="serve --workers (CPU then counts every worker)"
+    )
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench" / "out" / "load")
     parser.add_argument("--sample-interval", type=float, default=0.5)
     parser.add_argument("--max-growth", type=float, default=0.10)
@@ -334,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     chunks = prepare(args.workdir, env, args.corpus, args.chunk_size)
     questions = load_questions(args.questions)
     extra = ["--max-concurrency", str(args.max_concurrency)] if args.max_concurrency else []
+    extra += ["--workers", str(args.workers)] if args.workers > 1 else []
+    # several workers: the supervisor's live children count too (``cutime`` waits for exits)
+    server_cpu = process_cpu_seconds if args.workers == 1 else tree_cpu_seconds
     config_args = []
     if args.sentence_cache is not None:
         config_args = ["--config", str(write_config(args.workdir, args.sentence_cache))]
@@ -363,11 +371,11 @@ def main(argv: list[str] | None = None) -> int:
 
         sampler = MemorySampler(server.process.pid, args.sample_interval, lambda: len(results))
         sampler.start()
-        cpu_before = process_cpu_seconds(server.process.pid)
+        cpu_before = server_cpu(server.process.pid)
         started = time.perf_counter()
         asyncio.run(drive(server.url, questions, args.requests, args.concurrency, record))
         elapsed = time.perf_counter() - started
-        cpu_after = process_cpu_seconds(server.process.pid)
+        cpu_after = server_cpu(server.process.pid)
         sampler.done.set()
         sampler.join()
     finally:
@@ -394,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         "requests": args.requests,
         "client_concurrency": args.concurrency,
         "server_max_concurrency": args.max_concurrency or "default",
+        "workers": args.workers,
         "sentence_cache_size": "default" if args.sentence_cache is None else args.sentence_cache,
         "cpu_count": os.cpu_count(),
         "load_average_after": os.getloadavg(),
