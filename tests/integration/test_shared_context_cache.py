@@ -15,6 +15,8 @@ import httpx
 import pytest
 import yaml
 from app_servers import running_serve
+from parallel_rag.graph.components import build_retriever
+from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.studio.router.cache import RedisContextCache, bump_shared_generation
 from redis_server import RedisServer
 from scripted_server import ScriptedServer, answer
@@ -212,8 +214,9 @@ def cluster(milvus_server, tmp_path_factory):
         redis.stop()
 
 
-def test_replicas_share_one_cache_and_an_ingest_empties_both(cluster):
+def test_replicas_share_one_cache_and_an_ingest_empties_both(cluster, milvus_server):
     directory, (a, b), _ = cluster
+    milvus = milvus_server
     question = "Who wrote the first computer program?"
     first = ask(a, question)
     assert first.headers["x-parallel-rag-cache"] == "miss"
@@ -226,11 +229,26 @@ def test_replicas_share_one_cache_and_an_ingest_empties_both(cluster):
 
     note = directory / "extra"
     note.mkdir(exist_ok=True)
-    (note / "note.md").write_text("# Note\n\nAda Lovelace wrote notes on the engine.\n")
+    text = "# Note\n\nAda Lovelace wrote the first computer program; zanzibarite is a mineral.\n"
+    (note / "note.md").write_text(text)
     run_cli(["--config", "cluster.yaml", "ingest", "--quiet", str(note)], directory)
     after = ask(b, question)
     assert after.headers["x-parallel-rag-cache"] == "miss"
     assert int(after.headers["x-parallel-rag-cache-invalidations"]) >= 1
+
+    # the new chunk is in both branches (both collections on the server), for both replicas
+    found = [ask(base, "zanzibarite", top_k=1).json()["parallel_rag"] for base in (a, b)]
+    assert found[0]["documents"] == found[1]["documents"] and len(found[0]["documents"]) == 1
+    for report in found:
+        assert {x["retriever"]: x["status"] for x in report["branches"]} == branches
+    new_chunk = found[0]["documents"][0]
+    for name, extra in (("words", {"search": "full_text"}), ("vectors", {})):
+        settings = {"collection": f"cluster_{'text' if extra else 'vectors'}", "uri": milvus}
+        entry = {"name": name, "backend": "milvus", "backend_config": {**settings, **extra}}
+        retriever = build_retriever(
+            ENTRY_MODELS["milvus"].model_validate(entry), directory, EmbeddingsConfig()
+        )
+        assert retriever.invoke("zanzibarite", k=1)[0].id == new_chunk, name
 
 
 def test_redis_killed_mid_run_serves_with_a_warning_then_hits_again(cluster):
