@@ -31,7 +31,7 @@ from document_files import write_pdf
 from mcp import Client
 from parallel_rag.backends.revisions import current_revision
 from parallel_rag.graph.loading import default_config_dict
-from scripted_server import ScriptedServer, answer
+from scripted_server import CHAT_COMPLETION, ScriptedServer, answer
 from servers import BIN, ServerProcess, free_port
 from studio_servers import server_env
 
@@ -49,16 +49,6 @@ QUESTION = "How often does the Quimperlé lighthouse keeper polish the zorblax l
 BRANCHES = {"lexical", "dense"}  # the embedded defaults' retriever names
 VISIBLE_WITHIN = 10.0  # seconds from the ingest's exit until every surface answers from it
 CALL_SECONDS = 120
-COMPLETION = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "scripted",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
 
 
 def defaults_env() -> dict[str, str]:
@@ -112,7 +102,7 @@ def serving(tmp_path_factory):
         shutil.copy(CORPUS / name, workdir / "docs" / name)
     cli(workdir, "ingest", "--quiet", "docs")
     assert not (workdir / "parallel-rag.yaml").exists()
-    with ScriptedServer(answer(200, COMPLETION), path="") as upstream:
+    with ScriptedServer(answer(200, CHAT_COMPLETION), path="") as upstream:
         config = workdir / "router.yaml"
         config.write_text(yaml.safe_dump(router_file(f"{upstream.url}/v1")), encoding="utf-8")
         port = free_port()

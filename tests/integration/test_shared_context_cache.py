@@ -19,7 +19,7 @@ from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.studio.router.cache import RedisContextCache, bump_shared_generation
 from redis_server import RedisServer
-from scripted_server import ScriptedServer, answer
+from scripted_server import CHAT_COMPLETION, ScriptedServer, answer
 from servers import BIN, free_port
 
 pytestmark = pytest.mark.integration
@@ -118,17 +118,6 @@ def test_redis_down_is_a_miss_with_a_reason_then_hits_again_after_a_restart(redi
 
 # -- two serve replicas ----------------------------------------------------------------------
 
-COMPLETION = {
-    "id": "chatcmpl-1",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "scripted",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
-
 
 def cluster_config(milvus: str, redis_url: str, upstream: str) -> dict:
     retrievers = [
@@ -197,7 +186,7 @@ def cluster(milvus_server, tmp_path_factory):
     redis = RedisServer(directory).start()
     try:
         with contextlib.ExitStack() as stack:
-            upstream = stack.enter_context(ScriptedServer(answer(200, COMPLETION), path=""))
+            upstream = stack.enter_context(ScriptedServer(answer(200, CHAT_COMPLETION), path=""))
             config = cluster_config(milvus_server, redis.url, f"{upstream.url}/v1")
             text = yaml.safe_dump(config)
             bases = []

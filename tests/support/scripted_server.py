@@ -32,6 +32,20 @@ def answer(code: int, body: object = None, headers: dict[str, str] | None = None
     return act
 
 
+CHAT_COMPLETION = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "scripted",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+    ],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+"""A chat completion an OpenAI-compatible upstream could answer (``answer(200,
+CHAT_COMPLETION)``), for tests that read what the router sent it rather than its reply."""
+
+
 def resets(conn: socket.socket, stop: threading.Event) -> None:
     """An action: abort the connection with a TCP RST (``connection reset by peer``)."""
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
