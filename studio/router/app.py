@@ -62,13 +62,13 @@ def create_router_app(config: ResolvedConfig, *, limits=None, langserve_path: st
     from parallel_rag.studio.langserve_app import create_app
 
     assert config.router is not None, "create_router_app needs a router config"
-    runtime = RouterRuntime(config.router, config.base_dir)
-    if config.route is not None:  # a route's pipeline: its graph is compiled already
-        graph = runtime.routes[config.route].graph
-    elif config.pipeline is not None:
-        graph = build_graph(config.pipeline, base_dir=config.base_dir)
-    else:
-        graph = None
+    graph = None
+    if config.pipeline is not None:
+        name = "parallel-rag" if config.route is None else f"route:{config.route}"
+        graph = build_graph(config.pipeline, base_dir=config.base_dir, name=name)
+    # --route's answer graph holds that route's retrieval graph: one set of components
+    shared = {config.route: graph} if config.route is not None else None
+    runtime = RouterRuntime(config.router, config.base_dir, graphs=shared)
     limits = limits or AdmissionLimits()
     if graph is not None:
         app = create_app(graph, path=langserve_path, limits=limits)

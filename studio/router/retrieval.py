@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.secrets import redact
-from parallel_rag.graph.builder import retrieval_graph_of
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.studio.router.cache import ContextCache, RedisContextCache, cache_key
@@ -98,7 +97,7 @@ async def run_graph(route: Route, rag_request: dict[str, Any]) -> RetrievalOutco
     """The route's retrieval graph (it ends at ``fuse``; the one place the router runs a
     graph)."""
     try:
-        fused = await retrieval_graph_of(route.graph).ainvoke(rag_request)
+        fused = await route.graph.ainvoke(rag_request)
         return RetrievalOutcome(
             documents=list(fused.get("documents") or []),
             branches=list(fused.get("branches") or []),

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi.responses import Response
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.registry import store_locations
-from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.graph.builder import build_retrieval_graph, graph_profile, retrieval_graph_of
 from parallel_rag.studio.router import preview as previews
 from parallel_rag.studio.router.cache import context_cache
 from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig, load_router
@@ -30,7 +30,10 @@ from parallel_rag.studio.router.upstream import Upstreams, forward_chat
 
 
 class RouterRuntime:
-    """The routes of one config with their compiled graphs, caches and upstream clients."""
+    """The routes of one config with their compiled retrieval graphs, caches and upstream
+    clients. ``graphs`` hands in a route's graph already compiled (the answer graph LangServe
+    serves for ``--route``: the route runs its retrieval graph, built from the same
+    components); ``compile_graphs=False`` builds none (a preview opens no store)."""
 
     def __init__(
         self,
@@ -56,9 +59,9 @@ class RouterRuntime:
                     ttl = rag.cache_ttl_seconds or cache_settings.ttl_seconds
                     route.cache = context_cache(decision.name, cache_settings, ttl)
                 if graphs is not None and decision.name in graphs:
-                    route.graph = graphs[decision.name]
+                    route.graph = retrieval_graph_of(graphs[decision.name])
                 elif compile_graphs:
-                    route.graph = build_graph(
+                    route.graph = build_retrieval_graph(
                         pipeline, base_dir=base_dir, name=f"route:{decision.name}"
                     )
             self.routes[decision.name] = route
