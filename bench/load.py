@@ -24,6 +24,10 @@ requests run and reports:
 
 Results go to ``<workdir>/load-results.json`` and a Markdown table on stdout. The server is
 stopped by its PID. Exit status 1 when any request failed, a branch was lost or memory grew.
+
+``sweep`` (``python -m bench``'s ``workers`` section) drives one server at rising client
+concurrency, once with one worker and once with ``--workers 2``: where one process's throughput
+stops rising is the request rate past which a replica, or a second worker, is needed.
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.measure import tree_cpu_seconds
+from bench.tables import cell, markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPUS = REPO_ROOT / "examples" / "corpus"
@@ -309,7 +315,7 @@ def memory_report(samples: list[tuple[int, int]], requests: int) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.load", description=__doc__.split("\n")[0]
     )
@@ -331,13 +337,14 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="serve with generator.sentence_cache_size set to this (0: the uncached baseline)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    load_before = os.getloadavg()
-    env = {**os.environ, **ENV}
-    env.pop("PARALLEL_RAG_CONFIG", None)  # the embedded defaults, always
-    chunks = prepare(args.workdir, env, args.corpus, args.chunk_size)
-    questions = load_questions(args.questions)
+
+def start_server(
+    args: argparse.Namespace, env: dict
+) -> tuple[Server, Callable[[int], float | None]]:
+    """``parallel-rag serve`` as ``args`` asks, ready and warmed up with ``args.warmup``
+    requests, and how to read its CPU seconds (every worker's with ``--workers``)."""
     extra = ["--max-concurrency", str(args.max_concurrency)] if args.max_concurrency else []
     extra += ["--workers", str(args.workers)] if args.workers > 1 else []
     # several workers: the supervisor's live children count too (``cutime`` waits for exits)
@@ -346,68 +353,68 @@ def main(argv: list[str] | None = None) -> int:
     if args.sentence_cache is not None:
         config_args = ["--config", str(write_config(args.workdir, args.sentence_cache))]
     server = Server(args.workdir, env, free_port(), extra, config_args)
-    results: list[tuple[int, float, bool]] = []  # (status, seconds, all branches ok)
-    errors: dict[str, int] = {}
     try:
         server.wait_ready()
+        questions = load_questions(args.questions)
         asyncio.run(drive(server.url, questions, args.warmup, args.concurrency, lambda *a: None))
-        baseline = rss_bytes(server.process.pid) or 0
+    except BaseException:
+        server.stop()
+        raise
+    return server, server_cpu
 
-        def record(status: int, payload: dict, seconds: float) -> None:
-            branches = (payload.get("output") or {}).get("branches") or []
-            intact = status == 200 and bool(branches) and all(b["status"] == "ok" for b in branches)
-            results.append((status, seconds, intact))
-            if not intact:
-                reason = (
-                    f"HTTP {status}"
-                    if status != 200
-                    else "; ".join(
-                        f"{b['retriever']}: {b['status']} {b['error']}"
-                        for b in branches
-                        if b["status"] != "ok"
-                    )
+
+def run_requests(
+    server: Server,
+    server_cpu: Callable[[int], float | None],
+    questions: list[str],
+    requests: int,
+    concurrency: int,
+    sample_interval: float,
+) -> dict:
+    """``requests`` questions at ``concurrency`` connections against a ready server: throughput,
+    latency percentiles, failures, the server's CPU per request and its memory over the run."""
+    results: list[tuple[int, float, bool]] = []  # (status, seconds, all branches ok)
+    errors: dict[str, int] = {}
+
+    def record(status: int, payload: dict, seconds: float) -> None:
+        branches = (payload.get("output") or {}).get("branches") or []
+        intact = status == 200 and bool(branches) and all(b["status"] == "ok" for b in branches)
+        results.append((status, seconds, intact))
+        if not intact:
+            reason = (
+                f"HTTP {status}"
+                if status != 200
+                else "; ".join(
+                    f"{b['retriever']}: {b['status']} {b['error']}"
+                    for b in branches
+                    if b["status"] != "ok"
                 )
-                errors[reason[:200]] = errors.get(reason[:200], 0) + 1
+            )
+            errors[reason[:200]] = errors.get(reason[:200], 0) + 1
 
-        sampler = MemorySampler(server.process.pid, args.sample_interval, lambda: len(results))
-        sampler.start()
-        cpu_before = server_cpu(server.process.pid)
-        started = time.perf_counter()
-        asyncio.run(drive(server.url, questions, args.requests, args.concurrency, record))
+    sampler = MemorySampler(server.process.pid, sample_interval, lambda: len(results))
+    sampler.start()
+    cpu_before = server_cpu(server.process.pid)
+    started = time.perf_counter()
+    try:
+        asyncio.run(drive(server.url, questions, requests, concurrency, record))
+    finally:
         elapsed = time.perf_counter() - started
         cpu_after = server_cpu(server.process.pid)
         sampler.done.set()
         sampler.join()
-    finally:
-        server.stop()
-
     latencies = sorted(seconds for _, seconds, _ in results)
     failed = sum(1 for status, _, _ in results if status != 200)
-    lost = sum(1 for status, _, intact in results if status == 200 and not intact)
-    memory = memory_report(sampler.samples, args.requests)
-    cpu_ms = (
-        round(1000 * (cpu_after - cpu_before) / max(1, len(results)), 1)
-        if cpu_before is not None and cpu_after is not None
-        else None
-    )
-    ingest_path = args.workdir / "ingest.json"
-    report = {
-        "corpus": args.corpus,
-        "chunks": chunks,
-        "ingest": json.loads(ingest_path.read_text()) if ingest_path.is_file() else None,
-        "questions": args.questions,
-        "distinct_questions": len(questions),
-        "server_cpu_ms_per_request": cpu_ms,
-        "load_average_before": load_before,
-        "requests": args.requests,
-        "client_concurrency": args.concurrency,
-        "server_max_concurrency": args.max_concurrency or "default",
-        "workers": args.workers,
-        "sentence_cache_size": "default" if args.sentence_cache is None else args.sentence_cache,
-        "cpu_count": os.cpu_count(),
-        "load_average_after": os.getloadavg(),
+    return {
+        "requests": requests,
+        "client_concurrency": concurrency,
         "seconds": round(elapsed, 2),
         "throughput_rps": round(len(results) / elapsed, 3),
+        "server_cpu_ms_per_request": (
+            round(1000 * (cpu_after - cpu_before) / max(1, len(results)), 1)
+            if cpu_before is not None and cpu_after is not None
+            else None
+        ),
         "latency_s": {
             "p50": round(percentile(latencies, 0.50), 3),
             "p95": round(percentile(latencies, 0.95), 3),
@@ -415,24 +422,121 @@ def main(argv: list[str] | None = None) -> int:
             "max": round(latencies[-1], 3) if latencies else None,
         },
         "errors": failed,
-        "lost_branches": lost,
+        "lost_branches": sum(1 for status, _, ok in results if status == 200 and not ok),
         "problems": errors,
-        "rss_after_warmup_mib": round(baseline / 2**20, 1),
-        "memory": memory,
+        "memory": memory_report(sampler.samples, requests),
     }
-    stable = memory.get("growth_first_to_last_tenth", 0.0) < args.max_growth
-    report["memory_stable"] = stable
-    (args.workdir / "load-results.json").write_text(json.dumps(report, indent=2) + "\n")
 
-    lat = report["latency_s"]
+
+def measure(args: argparse.Namespace) -> dict:
+    """One server as ``args`` asks, one run of ``args.requests`` requests: the report."""
+    load_before = os.getloadavg()
+    env = {**os.environ, **ENV}
+    env.pop("PARALLEL_RAG_CONFIG", None)  # the embedded defaults, always
+    chunks = prepare(args.workdir, env, args.corpus, args.chunk_size)
+    questions = load_questions(args.questions)
+    server, server_cpu = start_server(args, env)
+    try:
+        baseline = rss_bytes(server.process.pid) or 0
+        run = run_requests(
+            server, server_cpu, questions, args.requests, args.concurrency, args.sample_interval
+        )
+    finally:
+        server.stop()
+    ingest_path = args.workdir / "ingest.json"
+    report = {
+        "corpus": args.corpus,
+        "chunks": chunks,
+        "ingest": json.loads(ingest_path.read_text()) if ingest_path.is_file() else None,
+        "questions": args.questions,
+        "distinct_questions": len(questions),
+        "load_average_before": load_before,
+        "server_max_concurrency": args.max_concurrency or "default",
+        "workers": args.workers,
+        "sentence_cache_size": "default" if args.sentence_cache is None else args.sentence_cache,
+        "cpu_count": os.cpu_count(),
+        **run,
+        "load_average_after": os.getloadavg(),
+        "rss_after_warmup_mib": round(baseline / 2**20, 1),
+    }
+    report["memory_stable"] = (
+        report["memory"].get("growth_first_to_last_tenth", 0.0) < args.max_growth
+    )
+    return report
+
+
+def sweep(argv: list[str], workers: int, concurrencies: list[int]) -> list[dict]:
+    """One server with ``workers`` workers (``argv`` as the command line takes it, for the
+    corpus, questions, requests and work folder), driven at each client concurrency in turn:
+    where its throughput stops rising is the request rate it saturates at."""
+    args = parse_args([*argv, "--workers", str(workers)])
+    env = {**os.environ, **ENV}
+    env.pop("PARALLEL_RAG_CONFIG", None)
+    chunks = prepare(args.workdir, env, args.corpus, args.chunk_size)
+    questions = load_questions(args.questions)
+    server, server_cpu = start_server(args, env)
+    rows = []
+    try:
+        for concurrency in concurrencies:
+            load = os.getloadavg()[0]
+            run = run_requests(
+                server, server_cpu, questions, args.requests, concurrency, args.sample_interval
+            )
+            run.pop("memory")
+            rows.append({"workers": workers, "chunks": chunks, "load_average": load, **run})
+    finally:
+        server.stop()
+    return rows
+
+
+def sweep_table(rows: list[dict]) -> str:
+    """Throughput beside the server's CPU per request and the latency, one row a (workers,
+    concurrency)."""
+    return markdown_table(
+        [
+            "workers",
+            "client concurrency",
+            "req/s",
+            "server CPU ms/req",
+            "p50 s",
+            "p95 s",
+            "errors",
+            "lost",
+            "load avg",
+        ],
+        [
+            [
+                row["workers"],
+                row["client_concurrency"],
+                cell(row["throughput_rps"], 1),
+                cell(row["server_cpu_ms_per_request"], 1),
+                cell(row["latency_s"]["p50"]),
+                cell(row["latency_s"]["p95"]),
+                row["errors"],
+                row["lost_branches"],
+                cell(row["load_average"], 1),
+            ]
+            for row in rows
+        ],
+        align="r" * 9,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = measure(args)
+    (args.workdir / "load-results.json").write_text(json.dumps(report, indent=2) + "\n")
+    lat, memory, stable = report["latency_s"], report["memory"], report["memory_stable"]
+    failed, lost = report["errors"], report["lost_branches"]
     print(
         "| corpus | chunks | questions | requests | concurrency | req/s | server CPU ms/req "
         "| p50 s | p95 s | p99 s | max s | errors | lost |"
     )
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
-        f"| {args.corpus} | {chunks} | {args.questions} | {args.requests} | {args.concurrency} "
-        f"| {report['throughput_rps']} | {cpu_ms} | {lat['p50']} | "
+        f"| {args.corpus} | {report['chunks']} | {args.questions} | {args.requests} "
+        f"| {args.concurrency} | {report['throughput_rps']} "
+        f"| {report['server_cpu_ms_per_request']} | {lat['p50']} | "
         f"{lat['p95']} | {lat['p99']} | {lat['max']} | {failed} | {lost} |"
     )
     if memory:

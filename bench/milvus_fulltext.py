@@ -1,5 +1,6 @@
 """Milvus full-text search (BM25 inside the engine) beside the ``bm25`` backend's bm25s, on one
-evaluation collection per run (not a test; ``python -m bench`` does not run it).
+evaluation collection per run (not a test; ``python -m bench`` runs it on all three as its
+``fulltext`` section).
 
 Rows, all over the same chunks (``studio.evaluation.corpus_chunks``: one chunk per document,
 title and text) and the same judged queries, k = 10:
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import socket
@@ -46,6 +48,7 @@ from typing import Any
 
 from bench.data import HOTPOTQA, SCIFACT, VASWANI, DataMissing, require
 from bench.measure import pct, tree_cpu_seconds
+from bench.tables import cell, markdown_table
 
 COLLECTIONS = {"scifact": SCIFACT, "hotpotqa": HOTPOTQA, "vaswani": VASWANI}
 K = 10
@@ -191,12 +194,14 @@ def stop_server(process: subprocess.Popen) -> None:
         process.wait(timeout=15)
 
 
-def run(name: str, *, server: bool = False, log=print) -> dict[str, Any]:
+def run(name: str, *, collection=None, server: bool = False, log=print) -> dict[str, Any]:
+    """Every row on one collection: ``collection`` (a ``BeirCollection``, e.g. a smoke slice)
+    or, by default, the whole of ``name``'s judged test queries."""
     from parallel_rag.backends.milvus import forget_stores
     from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS
     from parallel_rag.studio.evaluation import corpus_chunks
 
-    collection = load(name)
+    collection = collection if collection is not None else load(name)
     chunks = corpus_chunks(collection.corpus)
     stop = {
         "tokenizer": "standard",
@@ -234,23 +239,89 @@ def run(name: str, *, server: bool = False, log=print) -> dict[str, Any]:
     }
 
 
+STEMMER_ANALYZER = {
+    "tokenizer": "standard",
+    "filter": ["lowercase", {"type": "stemmer", "language": "english"}],
+}
+"""Milvus's documented English stemmer (``stemmer`` filter), what a Milvus server stems with."""
+
+
+def stemmer_probe(log=print) -> dict[str, Any]:
+    """Whether this Milvus Lite stems: a collection written by ingest's writer with
+    ``STEMMER_ANALYZER`` holds "Computers running"; a stemming engine finds it for "computer
+    runs" (and, the control, for "computers running"). Also whether it accepts the built-in
+    ``{type: english}`` analyzer."""
+    from parallel_rag.backends.milvus import forget_stores
+    from parallel_rag.studio.evaluation import corpus_chunks
+
+    work = Path(tempfile.mkdtemp(prefix="milvus-stemmer-"))
+    texts = {"a": "Computers running", "b": "Unrelated words"}
+    chunks = corpus_chunks({doc: {"title": "", "text": text} for doc, text in texts.items()})
+    probe: dict[str, Any] = {"analyzer_params": STEMMER_ANALYZER}
+    try:
+        for label, params in (("stemmer", STEMMER_ANALYZER), ("english", {"type": "english"})):
+            uri = str(work / f"{label}.db")
+            logging.disable(logging.ERROR)  # pymilvus logs a refusal with its traceback
+            try:
+                build, search = milvus_engine(chunks, work, uri, params)
+                build()
+                if search("computers running") != ["a"]:  # the control: the same words
+                    probe[label] = "did not find its own words"
+                else:
+                    stems = search("computer runs") == ["a"]
+                    probe[label] = "stems" if stems else "does not stem"
+            except Exception as error:  # noqa: BLE001 - a refusal is the finding
+                probe[label] = f"refused: {str(error).splitlines()[0][:160]}"
+            finally:
+                logging.disable(logging.NOTSET)
+                forget_stores(uri)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"[milvus-fulltext] stemmer probe: {probe}")
+    return probe
+
+
 def table(result: dict[str, Any]) -> str:
-    lines = [
+    """One collection's rows: quality against the shipped ``bm25s english`` and against
+    ``bm25s plain`` (the same tokens as Milvus's ``standard`` analyzer: what is left of the
+    distance once the analyzer is the same), build and query time, wall beside CPU."""
+    rows = result["rows"]
+    english = next(r["nDCG@10"] for r in rows if r["engine"] == "bm25s english")
+    plain = next(r["nDCG@10"] for r in rows if r["engine"] == "bm25s plain")
+    title = (
         f"{result['collection']}: {result['docs']:,} docs, {result['queries']} queries "
-        f"(load average {result['load_average'][0]:.1f})",
-        "",
-        "| engine | nDCG@10 | Δ vs bm25s english | build wall s | build CPU s "
-        "| p50 ms | p95 ms | p50 CPU ms | mean CPU ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    base = result["rows"][0]["nDCG@10"]
-    for row in result["rows"]:
-        lines.append(
-            f"| {row['engine']} | {row['nDCG@10']:.4f} | {row['nDCG@10'] - base:+.4f} "
-            f"| {row['build_wall_s']:.2f} | {row['build_cpu_s']:.2f} | {row['p50_ms']:.2f} "
-            f"| {row['p95_ms']:.2f} | {row['p50_cpu_ms']:.2f} | {row['mean_cpu_ms']:.2f} |"
-        )
-    return "\n".join(lines)
+        f"(load average {result['load_average'][0]:.1f})"
+    )
+    body = markdown_table(
+        [
+            "engine",
+            "nDCG@10",
+            "Δ vs bm25s english",
+            "Δ vs bm25s plain",
+            "build wall s",
+            "build CPU s",
+            "p50 ms",
+            "p95 ms",
+            "p50 CPU ms",
+            "mean CPU ms",
+        ],
+        [
+            [
+                row["engine"],
+                f"{row['nDCG@10']:.4f}",
+                f"{row['nDCG@10'] - english:+.4f}",
+                f"{row['nDCG@10'] - plain:+.4f}",
+                cell(row["build_wall_s"], 2),
+                cell(row["build_cpu_s"], 2),
+                cell(row["p50_ms"], 2),
+                cell(row["p95_ms"], 2),
+                cell(row["p50_cpu_ms"], 2),
+                cell(row["mean_cpu_ms"], 2),
+            ]
+            for row in rows
+        ],
+    )
+    return f"{title}\n\n{body}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         print(error, file=sys.stderr)
         return 2
     print(table(result))
+    print(f"\nMilvus Lite with Milvus's English stemmer: {stemmer_probe(log=lambda m: None)}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0

@@ -684,7 +684,56 @@ def render(results: dict, out_dir: Path, plots: dict[str, str]) -> str:
                     "lr",
                 )
             )
+    if results.get("beyond"):
+        parts += beyond_section(results["beyond"])
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def beyond_section(beyond: dict) -> list[str]:
+    """Issue 36's bars: each table is its focused script's own (``bench.milvus_fulltext``,
+    ``bench.shared_cache``, ``bench.load``), wall time beside CPU time."""
+    from bench import load, milvus_fulltext, shared_cache
+
+    parts = ["## Beyond one machine"]
+    fulltext = beyond.get("fulltext")
+    if fulltext:
+        parts.append(
+            "### Lexical branch: Milvus full text beside bm25s\n\n"
+            "The `milvus` backend with `search: full_text` (Milvus Lite, written by ingest's "
+            "writer, searched by the backend's retriever) beside the `bm25` backend on the same "
+            "chunks and judged queries, k = 10. `bm25s plain` has Milvus's `standard` tokens "
+            "(lowercase `\\w+`, no stopwords, no stemming): the Δ against it is what is left "
+            "of the distance once the analyzer is the same. Build = ingest's write and the "
+            "first open; latency one query at a time, CPU of this process (Milvus Lite runs in "
+            "it)."
+        )
+        parts += [milvus_fulltext.table(r) for r in fulltext["collections"].values()]
+        probe = fulltext.get("stemmer_probe") or {}
+        parts.append(
+            "Milvus Lite and a stemmer: with Milvus's documented English stemmer "
+            f"(`analyzer_params: {probe.get('analyzer_params')}`) it **{probe.get('stemmer')}** "
+            '("Computers running" is not found for "computer runs"); the built-in '
+            f"`{{type: english}}` analyzer: {probe.get('english')}."
+        )
+    cache = beyond.get("cache")
+    if cache:
+        parts.append(
+            "### Context cache: Redis beside in-process\n\n"
+            "Hit = `lookup` of a cached context of 4 documents after a warm-up (CPU: the router "
+            "process's); hit rate = a Zipf workload answered in turn by the replicas "
+            "(`bench.shared_cache`, its own `redis-server` on loopback)."
+        )
+        parts.append(shared_cache.tables(cache))
+    workers = beyond.get("workers")
+    if workers:
+        parts.append(
+            "### `serve --workers 2` beside one worker\n\n"
+            f"The load harness (`bench.load`: the example corpus at the embedded defaults, the "
+            f"example questions cycled), {workers['requests']} requests at each client "
+            "concurrency against one server per worker count; server CPU counts every worker."
+        )
+        parts.append(load.sweep_table(workers["rows"]))
+    return parts
 
 
 def plot(results: dict, out_dir: Path, prefix: str = "") -> dict[str, str]:

@@ -5,7 +5,10 @@ extractive generator's answer recall, citation support and length on HotpotQA,
 ``bench.answers``), latency (fan-out, overhead, per node), scale (BM25 engines, embedded vector
 stores) and ingestion, in one process plus one worker process per scale measurement, at the
 shipped defaults (BM25 + Qdrant Edge over passages, the default fusion) beside the previous
-default and the baselines. Writes ``RESULTS.md`` and PNG plots into ``bench/`` for a full run
+default and the baselines; then the bars of one deployment past one machine, each by its
+focused script's functions: Milvus full text beside bm25s (``fulltext``), the context cache in
+Redis beside the in-process one (``cache``), ``serve --workers 2`` beside one worker at rising
+client concurrency (``workers``). Writes ``RESULTS.md`` and PNG plots into ``bench/`` for a full run
 (its results JSON under ``bench/out/``), into ``bench/out/smoke/`` for ``--smoke`` (so CI never
 overwrites the committed results).
 
@@ -49,7 +52,19 @@ from bench.measure import INLINE_ENV  # noqa: E402
 BENCH_DIR = REPO_ROOT / "bench"
 OUT_DIR = BENCH_DIR / "out"
 CACHE_DIR = OUT_DIR / "cache"
-SECTIONS = ("quality", "answers", "latency", "scale", "stores", "ingest")
+SECTIONS = (
+    "quality",
+    "answers",
+    "latency",
+    "scale",
+    "stores",
+    "ingest",
+    "fulltext",
+    "cache",
+    "workers",
+)
+BEYOND = ("fulltext", "cache", "workers")
+"""The sections of issue 36's bars (one deployment past one machine), in ``results["beyond"]``."""
 VERSIONED = (
     "parallel-rag",
     "langgraph",
@@ -190,6 +205,9 @@ class Harness:
                 "ingestion", ingestion, docs, self.work / "ingest", rounds=rounds, log=log
             )
 
+        if wanted & set(BEYOND):
+            self.beyond_one_machine(wanted)
+
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         meta["machine"]["load average at end (1/5/15 min)"] = load
         meta["duration_min"] = (time.perf_counter() - started) / 60
@@ -244,6 +262,7 @@ class Harness:
             "stores": [("scale", "stores"), ("scale", "stores_note")],
             "ingest": [("ingest",)],
             "answers": [("answers",)],
+            **{name: [("beyond", name)] for name in BEYOND},
         }
         meta = self.results["meta"]
         for name in SECTIONS:
@@ -547,6 +566,54 @@ class Harness:
             "--stores edge --hnsw-ef 256`)."
         )
 
+    def beyond_one_machine(self, wanted: set[str]) -> None:
+        """Issue 36's bars, each measured by its focused script's own functions: Milvus full
+        text beside bm25s on the three collections, the context cache in Redis beside the
+        in-process one, and ``serve --workers 2`` beside one worker on the load harness."""
+        beyond = self.results.setdefault("beyond", {})
+        for name, measure in (
+            ("fulltext", self._fulltext),
+            ("cache", self._shared_cache),
+            ("workers", self._workers),
+        ):
+            if name in wanted:
+                beyond[name] = self.section(f"beyond one machine: {name}", measure)
+
+    def _fulltext(self) -> dict[str, Any]:
+        from bench import milvus_fulltext
+
+        measured = {}
+        for name in ("scifact", "hotpotqa", "vaswani"):
+            collection = milvus_fulltext.load(name)
+            if self.smoke:
+                collection, _ = smoke_scifact(collection, collection, queries=6, distractors=20)
+            measured[name] = milvus_fulltext.run(name, collection=collection, log=log)
+            print(milvus_fulltext.table(measured[name]), flush=True)
+        return {"collections": measured, "stemmer_probe": milvus_fulltext.stemmer_probe(log)}
+
+    def _shared_cache(self) -> dict[str, Any]:
+        from bench import shared_cache
+
+        sizes = {"requests": 200, "questions": 50, "repeats": 200} if self.smoke else {}
+        result = shared_cache.measure(**sizes)
+        print(shared_cache.tables(result), flush=True)
+        return result
+
+    def _workers(self) -> dict[str, Any]:
+        """One worker, then two, each driven at rising client concurrency on the load harness
+        (the example corpus at the embedded defaults, ingested once into the work folder)."""
+        from bench import load
+
+        if self.smoke:
+            argv = ["--requests", "16", "--warmup", "4", "--workdir", str(self.work / "load")]
+            concurrencies = [4]
+        else:
+            argv = ["--requests", str(self.args.load_requests), "--workdir", str(OUT_DIR / "load")]
+            concurrencies = [int(c) for c in self.args.load_concurrency.split(",")]
+        rows = [row for workers in (1, 2) for row in load.sweep(argv, workers, concurrencies)]
+        print(load.sweep_table(rows), flush=True)
+        return {"rows": rows, "requests": int(argv[1])}
+
     def write(self) -> None:
         from bench.report import plot, render
 
@@ -594,6 +661,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--store-sizes", default="5000,100000", help="vector store sizes")
     parser.add_argument("--store-queries", type=int, default=100, help="questions per store")
     parser.add_argument("--no-rerank", action="store_true", help="skip the rerank row")
+    parser.add_argument(
+        "--load-requests", type=int, default=600, help="workers: requests per concurrency"
+    )
+    parser.add_argument(
+        "--load-concurrency", default="1,2,4,8,16", help="workers: client concurrencies"
+    )
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite RESULTS.md from saved results"
     )

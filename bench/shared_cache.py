@@ -1,6 +1,6 @@
 """The router's context cache in Redis beside the in-process one (not a test; ``python -m bench``
-does not run it). Starts its own ``redis-server`` on 127.0.0.1 (a free port, no persistence,
-stopped by PID).
+runs it as its ``cache`` section). Starts its own ``redis-server`` on 127.0.0.1 (a free port, no
+persistence, stopped by PID).
 
 1. Hit latency: ``lookup`` of a cached context (a real fused result of 4 documents, about 4 kB
    of JSON) on ``ContextCache`` and on ``RedisContextCache``, wall p50/p95 and CPU p50 of this
@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.measure import pct
+from bench.tables import cell, markdown_table
 
 ENTRY = {
     "documents": [
@@ -100,19 +101,16 @@ def hit_rate(caches: list, workload: list[str]) -> float:
     return hits / len(workload)
 
 
-def main(argv: list[str] | None = None) -> int:
+def measure(requests: int = 2000, questions: int = 200, repeats: int = 2000) -> dict:
+    """Both measurements on a ``redis-server`` of its own (started and stopped here): the hit
+    latency of each cache, and the hit rate of one replica, two with a cache each and two
+    sharing Redis on the same Zipf workload."""
     from parallel_rag.studio.router.cache import ContextCache, RedisContextCache
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=2000)
-    args = parser.parse_args(argv)
     if shutil.which("redis-server") is None:
-        print("redis-server is not installed (`make redis`); nothing was measured", file=sys.stderr)
-        return 2
+        raise RuntimeError("redis-server is not installed (`make redis`); nothing was measured")
     rng = np.random.default_rng(0)
-    ranks = np.minimum(rng.zipf(1.1, size=args.requests), args.questions)
+    ranks = np.minimum(rng.zipf(1.1, size=requests), questions)
     workload = [f"question number {int(r)}" for r in ranks]
     work = Path(tempfile.mkdtemp(prefix="shared-cache-"))
     process, url = start_redis(work)
@@ -121,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         def redis_cache(namespace: str):
             return RedisContextCache("docs", url, max_entries=4096, ttl=600, namespace=namespace)
 
-        memory = hit_latency(ContextCache(4096, 600), args.repeats)
-        shared = hit_latency(redis_cache("latency"), args.repeats)
+        latency = {
+            "in-process": hit_latency(ContextCache(4096, 600), repeats),
+            "Redis (loopback)": hit_latency(redis_cache("latency"), repeats),
+        }
         rates = {
             "one replica, in-process cache": hit_rate([ContextCache(4096, 600)], workload),
             "two replicas, in-process caches": hit_rate(
@@ -136,16 +136,51 @@ def main(argv: list[str] | None = None) -> int:
         process.terminate()
         process.wait(timeout=15)
         shutil.rmtree(work, ignore_errors=True)
-    print("| cache | hit p50 ms | hit p95 ms | hit p50 CPU ms |")
-    print("|---|---:|---:|---:|")
-    for name, row in (("in-process", memory), ("Redis (loopback)", shared)):
-        print(f"| {name} | {row['p50_ms']:.3f} | {row['p95_ms']:.3f} | {row['p50_cpu_ms']:.3f} |")
-    print(f"\nRedis hit adds {shared['p50_ms'] - memory['p50_ms']:.3f} ms p50 wall.\n")
-    distinct = len(set(workload))
-    print(f"| workload: {args.requests} requests, {distinct} distinct questions | hit rate |")
-    print("|---|---:|")
-    for name, rate in rates.items():
-        print(f"| {name} | {100 * rate:.1f}% |")
+    return {
+        "requests": requests,
+        "distinct_questions": len(set(workload)),
+        "repeats": repeats,
+        "latency": latency,
+        "added_p50_ms": latency["Redis (loopback)"]["p50_ms"] - latency["in-process"]["p50_ms"],
+        "hit_rates": rates,
+        "rate_gap_points": 100
+        * (rates["two replicas, shared Redis"] - rates["one replica, in-process cache"]),
+    }
+
+
+def tables(result: dict) -> str:
+    """The hit latency table (wall beside CPU) and the hit rate table, as markdown."""
+    latency = markdown_table(
+        ["cache", "hit p50 ms", "hit p95 ms", "hit p50 CPU ms"],
+        [
+            [name, cell(row["p50_ms"]), cell(row["p95_ms"]), cell(row["p50_cpu_ms"])]
+            for name, row in result["latency"].items()
+        ],
+    )
+    rates = markdown_table(
+        [
+            f"workload: {result['requests']} requests, "
+            f"{result['distinct_questions']} distinct questions",
+            "hit rate",
+        ],
+        [[name, f"{100 * rate:.1f}%"] for name, rate in result["hit_rates"].items()],
+    )
+    added = f"Redis hit adds {result['added_p50_ms']:.3f} ms p50 wall."
+    return f"{latency}\n\n{added}\n\n{rates}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=2000)
+    args = parser.parse_args(argv)
+    try:
+        result = measure(args.requests, args.questions, args.repeats)
+    except RuntimeError as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(tables(result))
     return 0
 
 

@@ -57,6 +57,10 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
         "## Ingestion",
         "## Answers: HotpotQA dev500",
         "## Quality: Vaswani (not tuned on)",
+        "## Beyond one machine",
+        "### Lexical branch: Milvus full text beside bm25s",
+        "### Context cache: Redis beside in-process",
+        "### `serve --workers 2` beside one worker",
     ):
         assert heading in report, heading
     assert "EnsembleRetriever" in report
@@ -127,6 +131,23 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
     assert all("error" not in row for row in stores.values())
     assert all(0 <= row["recall_at_10"] <= 1 for row in stores.values())
     assert stores["edge"]["hnsw_ef"] == QdrantEdgeSettings().hnsw_ef  # the shipped search beam
+
+    # beyond one machine: Milvus full text beside bm25s (and the tokenizer-matched bm25s) on
+    # all three collections, the Redis cache beside the in-process one, two workers beside one
+    beyond = results["beyond"]
+    for name, measured in beyond["fulltext"]["collections"].items():
+        engines = {row["engine"]: row for row in measured["rows"]}
+        assert {"bm25s english", "bm25s plain", "milvus standard"} <= set(engines), name
+        assert all(0 <= row["nDCG@10"] <= 1 and row["p50_cpu_ms"] > 0 for row in engines.values())
+    assert set(beyond["fulltext"]["collections"]) == {"scifact", "hotpotqa", "vaswani"}
+    assert beyond["fulltext"]["stemmer_probe"]["stemmer"] in ("stems", "does not stem")
+    rates = beyond["cache"]["hit_rates"]
+    assert rates["two replicas, shared Redis"] == rates["one replica, in-process cache"] > 0
+    assert 0 < beyond["cache"]["latency"]["Redis (loopback)"]["p50_ms"] < 50
+    workers = beyond["workers"]["rows"]
+    assert [row["workers"] for row in workers] == [1, 2]
+    assert all(row["errors"] == row["lost_branches"] == 0 for row in workers)
+    assert all(row["throughput_rps"] > 0 and row["server_cpu_ms_per_request"] for row in workers)
 
     # the headline says where each figure this run did not measure comes from
     assert "not measured by this run: `bench/ANN-RESULTS.md`" in report
