@@ -2,13 +2,15 @@
 answer graph, and ``retrieval``, its retrieval graph (up to ``fuse``, no answer), compiled
 together by ``build_graph`` from the same components.
 
-Built from ``$PARALLEL_RAG_CONFIG`` or ./parallel-rag.yaml, else the embedded defaults. It has
-no checkpointer of its own: the LangGraph server supplies persistence. Studio shows its input
-(``RAGRequest``), output (``RAGResult``, ``RetrievalResult``) and context (``RAGContext``: the
-per-run knobs, drawn as the run's context form) schemas;
-the retrieve node reports each branch on the ``custom`` stream as it finishes. Input the request
-schema does not allow (an unknown key, an empty query) fails the run at its entry, as it does
-on every other surface.
+The configuration is resolved as every ``parallel-rag`` command resolves it
+(``studio/config_resolution.py``): ``$PARALLEL_RAG_CONFIG`` or ./parallel-rag.yaml, else the
+embedded defaults; a router file serves its top-level pipeline, else its default or first
+retrieving route's. It has no checkpointer of its own: the LangGraph server supplies
+persistence. Studio shows its input (``RAGRequest``), output (``RAGResult``,
+``RetrievalResult``) and context (``RAGContext``: the per-run knobs, drawn as the run's context
+form) schemas; the retrieve node reports each branch on the ``custom`` stream as it finishes.
+Input the request schema does not allow (an unknown key, an empty query) fails the run at its
+entry, as it does on every other surface.
 """
 
 import os
@@ -17,8 +19,10 @@ import threading
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from parallel_rag.graph.builder import build_graph, graph_profile, retrieval_graph_of  # noqa: E402
+from parallel_rag.studio.config_resolution import resolve_config  # noqa: E402
 
-graph = build_graph()
+_resolved = resolve_config()
+graph = build_graph(_resolved.runnable(), base_dir=_resolved.base_dir)
 retrieval = retrieval_graph_of(graph)
 
 # The server imports this module as it starts: the embedding model and the branches' stores
