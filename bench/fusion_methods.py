@@ -217,7 +217,10 @@ class Setting:
 
     @property
     def knobs(self) -> dict[str, Any]:
-        return {"fusion_method": self.method, "fusion_k": self.k, "fusion_weights": self.weights}
+        """The run's knobs; ``fusion_k`` for rrf only (a run refuses it beside a score method,
+        which keeps the graph's configured k, the default 60 here, for unscored branches)."""
+        knobs = {"fusion_method": self.method, "fusion_weights": self.weights}
+        return {**knobs, "fusion_k": self.k} if self.method == "rrf" else knobs
 
     def label(self) -> str:
         k = f", k={self.k}" if self.method == "rrf" else ""

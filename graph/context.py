@@ -27,7 +27,14 @@ from parallel_rag.backends.registry import setting_names
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
 from parallel_rag.graph.errors import FieldError, problems
 from parallel_rag.nodes.fuse import FusionMethod
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 RewriterKnob = Literal["multi_query", "decompose", "hyde", "none"]
 RetrieverName = Annotated[str, Field(min_length=1, max_length=100)]  # checked against the graph
@@ -66,13 +73,18 @@ class RAGContext(BaseModel):
         description="candidates each branch asks its retriever for (overrides the branch top_k)",
     )
     fusion_k: int | None = Field(
-        default=None, gt=0, le=100_000, description="reciprocal rank fusion constant k"
+        default=None,
+        gt=0,
+        le=100_000,
+        description="reciprocal rank fusion constant k; without fusion_method it means rrf",
     )
     fusion_weights: dict[RetrieverName, Annotated[float, Field(ge=0, le=1000)]] | None = Field(
         default=None, description="per-retriever fusion weight; unnamed retrievers keep theirs"
     )
     fusion_method: FusionMethod | None = Field(
-        default=None, description="fusion: rrf, or normalised scores (minmax, zscore, dbsf)"
+        default=None,
+        validate_default=True,  # a fusion_k without it still reaches _k_means_rrf
+        description="fusion: rrf, or normalised scores (minmax, zscore, dbsf)",
     )
     rerank: bool | None = Field(
         default=None, description="false skips the configured reranker for this run"
@@ -86,6 +98,24 @@ class RAGContext(BaseModel):
     @classmethod
     def _empty_is_unset(cls, value):
         return value or None  # a form's empty list/mapping means "as configured"
+
+    @field_validator("fusion_method")
+    @classmethod
+    def _k_means_rrf(cls, method: str | None, info: ValidationInfo) -> str | None:
+        # the configuration's rule (graph/configuration.py FusionConfig), per run: a k without
+        # a method asks for RRF, and a k beside a score method is refused (it would go unused),
+        # so a run asking for RRF's k never fuses another way in silence
+        k = info.data.get("fusion_k")
+        if k is None:
+            return method
+        if method is None:
+            return "rrf"
+        if method != "rrf":
+            raise ValueError(
+                f"fusion_k is the RRF constant, and fusion_method is {method!r}: drop fusion_k, "
+                "or set fusion_method: rrf"
+            )
+        return method
 
 
 KNOBS: frozenset[str] = frozenset(RAGContext.model_fields)
@@ -134,7 +164,11 @@ def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGConte
         context = _parse(context, "context")
     if knobs is None:
         return context
-    return knobs.model_copy(update=context.model_dump(exclude_none=True))
+    # validated again as one: a fusion_k from one beside a score method from the other is
+    # refused as it would be from either
+    return _parse(
+        {**knobs.model_dump(exclude_none=True), **context.model_dump(exclude_none=True)}, "context"
+    )
 
 
 @dataclass(frozen=True)

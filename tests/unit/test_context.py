@@ -131,6 +131,32 @@ def test_fusion_k_and_weights_change_the_scores_as_rrf_says(fakes):
     assert [d["id"] for d in tuned["documents"]] == ["berlin", "paris", "lyon"]
 
 
+@pytest.mark.parametrize("how", ["context", "configurable"])
+def test_a_fusion_k_without_a_fusion_method_means_rrf(fakes, how):
+    # the configuration's rule per run: the graph fuses by min-max, and a run that asks for
+    # RRF's k alone gets RRF with that k, not min-max with k unused
+    graph = graph_of(two_lists(fakes), {"fusion": {"method": "minmax"}})
+    asked = {"fusion_k": 1}
+    run = {"context": asked} if how == "context" else {"config": {"configurable": asked}}
+    bare = graph.invoke(QUESTION, **run)
+    explicit = graph.invoke(QUESTION, context={"fusion_method": "rrf", "fusion_k": 1})
+    assert bare["documents"] == explicit["documents"]
+    scores = {d["id"]: d["fused_score"] for d in bare["documents"]}
+    assert scores == pytest.approx({"paris": 1 / 2 + 1 / 3, "berlin": 1 / 2, "lyon": 1 / 3})
+    assert knobs_from({"fusion_k": 1}, None).fusion_method == "rrf"
+
+
+def test_a_fusion_k_beside_a_score_fusion_method_is_refused_naming_fusion_method():
+    with pytest.raises(KnobError) as raised:
+        knobs_from({"fusion_k": 30, "fusion_method": "minmax"}, None)
+    assert raised.value.field == "context.fusion_method"
+    assert "drop fusion_k, or set fusion_method: rrf" in str(raised.value)
+    with pytest.raises(KnobError) as raised:  # k in one place, the score method in the other
+        knobs_from({"fusion_method": "zscore"}, {"fusion_k": 30})
+    assert raised.value.field == "context.fusion_method"
+    assert knobs_from({"fusion_method": "minmax"}, None).fusion_k is None  # k unset: fine
+
+
 def test_rerank_knob_switches_the_configured_reranker_off_for_one_run(fakes):
     scorer = FakeScorer(by_length=True)
     graph = graph_of(two_lists(fakes), {"reranker": {"kind": "embedding"}}, scorer=scorer)
@@ -272,7 +298,7 @@ def test_ask_progress_lines_come_before_the_result(fakes):
 def test_langserve_guard_keeps_only_valid_knobs():
     guard = make_config_guard(KnobScope(retrievers=("a", "b")))
     assert guard({"configurable": {"fusion_k": 3, "rerank": None}}, None) == {
-        "configurable": {"fusion_k": 3}
+        "configurable": {"fusion_k": 3, "fusion_method": "rrf"}  # a bare k means rrf
     }
     for bad, field in [
         ({"api_key": "sk-x"}, "api_key"),
