@@ -74,6 +74,14 @@ def retrieval_kind_of(retriever: Any) -> RetrievalKind:
     return "lexical"
 
 
+def term_index_of(retriever: Any) -> Callable[[], Any] | None:
+    """The accessor of the term index a retriever searches (its ``term_index``: the index the
+    ``prf`` rewriter expands queries from; ``BackendSpec.term_index`` backends have one), or
+    None."""
+    accessor = getattr(retriever, "term_index", None)
+    return accessor if callable(accessor) else None
+
+
 def scored_document(
     doc_id: str, content: str, metadata: Mapping[str, Any], score: float
 ) -> Document:
@@ -347,7 +355,8 @@ class BackendSpec:
     the field, and the configuration reports it under the entry. ``named_store`` marks the
     backend whose stores ``parallel-rag ingest --store NAME`` creates by name: from (NAME, the
     settings of its entries the configuration already has) it gives the ``backend_config`` of
-    the store to write.
+    the store to write. ``term_index`` says its retriever keeps a term index (``term_index()``,
+    a ``BM25Index``) that the ``prf`` rewriter can expand queries from.
     """
 
     name: str
@@ -362,6 +371,7 @@ class BackendSpec:
     summary: Callable[[Any], Mapping[str, Any]] | None = None
     check: Callable[[Any, Any], object] | None = None
     named_store: Callable[[str, Sequence[Any]], dict[str, Any]] | None = None
+    term_index: bool = False
 
     def kind_of(self, settings: Any) -> RetrievalKind:
         return self.kind if isinstance(self.kind, str) else self.kind(settings)

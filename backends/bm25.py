@@ -890,6 +890,10 @@ class BM25Retriever(SearchKwargsRetriever):
             auto_reload=settings.auto_reload,
         )
 
+    def term_index(self) -> BM25Index:
+        """The index the ``prf`` rewriter expands queries from (``base.term_index_of``)."""
+        return self.get_index()
+
     def get_index(self) -> BM25Index:
         """The loaded index: loads it on the first call and, with ``auto_reload``, loads a
         newer save when there is one (see the class docstring)."""
@@ -1064,4 +1068,5 @@ BACKEND = BackendSpec(
     store=BM25Store,
     locations=lambda settings, base_dir: [settings.index_dir(base_dir)],
     evaluable=True,
+    term_index=True,
 )

@@ -6,7 +6,8 @@ its name in ``MODULES`` below (docs/adding-a-backend.md walks through one). The 
 schema (each backend's entry model and the unions ``retrievers:`` and a hybrid's legs accept),
 the factory dispatch from an entry to its retriever, the stores ``parallel-rag ingest``
 writes, the files a router's context cache watches, the backends ``parallel-rag eval`` can
-index, the setting names a run may never set and a route preview's view of each entry are all
+index, the ones the ``prf`` rewriter can read, the setting names a run may never set and a
+route preview's view of each entry are all
 derived from ``BACKENDS``, through the helpers below: nothing outside ``backends/`` needs to
 name a backend.
 """
@@ -79,6 +80,11 @@ def store_locations(entries: Iterable[Any], base_dir: Path) -> list[Path]:
 def evaluable_backends() -> tuple[str, ...]:
     """The backends ``parallel-rag eval`` can index a benchmark collection into."""
     return tuple(name for name, spec in BACKENDS.items() if spec.evaluable)
+
+
+def term_index_backends() -> tuple[str, ...]:
+    """The backends whose retriever keeps a term index the ``prf`` rewriter can read."""
+    return tuple(name for name, spec in BACKENDS.items() if spec.term_index)
 
 
 def collection_writer(backend: str, settings: Any, context: BackendContext) -> SettingsStore:

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
-from parallel_rag.backends.base import BackendContext, BuildRequest, SettingError
-from parallel_rag.backends.bm25 import BM25Retriever
+from parallel_rag.backends.base import BackendContext, BuildRequest, SettingError, term_index_of
 from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.registry import BACKENDS
+from parallel_rag.backends.registry import BACKENDS, term_index_backends
 from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.graph.configuration import (
     ConfigError,
@@ -78,14 +77,16 @@ def make_rewriter(
     model: BaseChatModel | None,
     retrievers: Sequence[BaseRetriever] = (),
 ) -> ChatModelRewriter | PseudoRelevanceRewriter:
-    """The rewriter of ``config.kind``; ``prf`` reads the first BM25 retriever's index."""
+    """The rewriter of ``config.kind``; ``prf`` reads the first term index a retriever keeps
+    (a ``bm25`` retriever's)."""
     if config.kind == "prf":
-        bm25 = next((r for r in retrievers if isinstance(r, BM25Retriever)), None)
-        if bm25 is None:
-            raise ConfigError("rewriter.kind: 'prf' needs a bm25 retriever in the pipeline")
-        return PseudoRelevanceRewriter(
-            bm25.get_index, fb_docs=config.fb_docs, fb_terms=config.fb_terms
-        )
+        index = next(filter(None, map(term_index_of, retrievers)), None)
+        if index is None:
+            raise ConfigError(
+                "rewriter.kind: 'prf' needs a retriever that keeps a term index in the pipeline "
+                f"(backend {' or '.join(map(repr, term_index_backends()))})"
+            )
+        return PseudoRelevanceRewriter(index, fb_docs=config.fb_docs, fb_terms=config.fb_terms)
     if model is None:
         if config.llm is None:
             raise ConfigError(

@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from parallel_rag.backends.base import BackendSpec, RetrievalKind, SettingError
 from parallel_rag.backends.embeddings import BUNDLED
 from parallel_rag.backends.mcp import MCPServerConfig
-from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries
+from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries, term_index_backends
 from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
 from parallel_rag.graph.errors import ConfigError as ConfigError  # re-exported, raised elsewhere
 from parallel_rag.graph.errors import FieldError
@@ -467,11 +467,11 @@ class PipelineConfig(_Strict):
         if (
             self.rewriter is not None
             and self.rewriter.kind == "prf"
-            and not any(e.backend == "bm25" for e in self.retrievers)
-            and not extra  # a retriever object may be a BM25Retriever: checked when built
+            and not any(BACKENDS[e.backend].term_index for e in self.retrievers)
+            and not extra  # a retriever object may keep a term index: checked when built
         ):
             raise ValueError(
                 "rewriter.kind: 'prf' expands queries from a BM25 index, and no retriever "
-                "has backend 'bm25'"
+                f"keeps one (backend {' or '.join(map(repr, term_index_backends()))})"
             )
         return self

@@ -336,10 +336,7 @@ def _rag(config: dict[str, Any], where: str, upstream_shaped: bool, run: Transla
     settings = config.get("backend_config")
     if not isinstance(settings, dict):
         return
-    if backend == "hybrid":
-        _hybrid(settings, f"{where}.backend_config", upstream_shaped, run)
-    else:
-        _backend(backend, settings, f"{where}.backend_config", upstream_shaped, run)
+    _backend(backend, settings, f"{where}.backend_config", upstream_shaped, run)
 
 
 def _hybrid(settings: dict[str, Any], where: str, upstream_shaped: bool, run: Translation) -> None:
@@ -463,4 +460,5 @@ _BACKEND_REWRITES: dict[str, BackendRewrite] = {
     "external_api": _external_api,
     "mcp": _mcp,
     "openai": _openai,
+    "hybrid": _hybrid,  # its legs' own settings are rewritten as their backends' are
 }
