@@ -23,7 +23,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
-from parallel_rag.backends.embeddings import BUNDLED
+from parallel_rag.backends.embeddings import BUNDLED, embedding_identity
 from pydantic import BaseModel, Field
 
 SCORE_KEY = "retrieval_score"
@@ -167,6 +167,16 @@ class DenseStoreRetriever(SearchKwargsRetriever):
 
     def query_embedding(self) -> tuple[str, str] | None:
         return (self.embedding_model, self.device)
+
+    def check_built_with(self, built_with: Any, store: str) -> None:
+        """Refuse to search ``store`` (named for the message) when its vectors came from
+        another model than the one the query is embedded with (``built_with``: the identity
+        its manifest records)."""
+        identity = embedding_identity(self.embedding_model)
+        if built_with != identity:
+            raise ValueError(
+                f"{store} was built with {built_with}, the pipeline embeds with {identity}"
+            )
 
 
 # ------------------------------------------------------------------------------ registry entries

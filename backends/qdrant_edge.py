@@ -691,12 +691,8 @@ class QdrantEdgeRetriever(DenseStoreRetriever):
         filters: MetadataFilter | None = None,
     ) -> list[Document]:
         held = open_revision(self.settings.store_dir(self.base_dir))
-        identity = embedding_identity(self.embedding_model)
-        if held.manifest["embedding"] != identity:
-            raise ValueError(
-                f"Qdrant Edge collection '{self.settings.collection}' was built with "
-                f"{held.manifest['embedding']}, the pipeline embeds with {identity}"
-            )
+        store = f"Qdrant Edge collection '{self.settings.collection}'"
+        self.check_built_with(held.manifest["embedding"], store)
         embedded = load_embeddings(self.embedding_model, self.device).embed_query(query)
         vector = [float(x) for x in embedded]
         k = k or self.k

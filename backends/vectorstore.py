@@ -265,12 +265,9 @@ class VectorStoreRetriever(DenseStoreRetriever):
         filters: MetadataFilter | None = None,
     ) -> list[Document]:
         store = open_store(self.settings.store_dir(self.base_dir))
-        identity = embedding_identity(self.embedding_model)
-        if store.manifest.get("embedding") != identity:
-            raise ValueError(
-                f"vector store '{self.settings.vector_store_id}' was built with "
-                f"{store.manifest.get('embedding')}, the pipeline embeds with {identity}"
-            )
+        self.check_built_with(
+            store.manifest.get("embedding"), f"vector store '{self.settings.vector_store_id}'"
+        )
         vector = load_embeddings(self.embedding_model, self.device).embed_query(query)
         hits = store.search(
             vector,
