@@ -489,15 +489,24 @@ def sweep(argv: list[str], workers: int, concurrencies: list[int]) -> list[dict]
     return rows
 
 
+def cores_busy(row: dict) -> float | None:
+    """The server's CPU seconds per second of the run (req/s x CPU s a request): how much of
+    the machine it got. One process saturates near one core (the GIL); on a shared machine it
+    may get less, which the wall-clock columns alone would hide."""
+    cpu_ms = row.get("server_cpu_ms_per_request")
+    return None if cpu_ms is None else row["throughput_rps"] * cpu_ms / 1000
+
+
 def sweep_table(rows: list[dict]) -> str:
-    """Throughput beside the server's CPU per request and the latency, one row a (workers,
-    concurrency)."""
+    """Throughput beside the server's CPU per request (and the cores that makes busy) and the
+    latency, one row a (workers, concurrency)."""
     return markdown_table(
         [
             "workers",
             "client concurrency",
             "req/s",
             "server CPU ms/req",
+            "server cores busy",
             "p50 s",
             "p95 s",
             "errors",
@@ -510,6 +519,7 @@ def sweep_table(rows: list[dict]) -> str:
                 row["client_concurrency"],
                 cell(row["throughput_rps"], 1),
                 cell(row["server_cpu_ms_per_request"], 1),
+                cell(cores_busy(row), 2),
                 cell(row["latency_s"]["p50"]),
                 cell(row["latency_s"]["p95"]),
                 row["errors"],
@@ -518,7 +528,7 @@ def sweep_table(rows: list[dict]) -> str:
             ]
             for row in rows
         ],
-        align="r" * 9,
+        align="r" * 10,
     )
 
 
