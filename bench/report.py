@@ -703,9 +703,11 @@ def beyond_section(beyond: dict) -> list[str]:
             "writer, searched by the backend's retriever) beside the `bm25` backend on the same "
             "chunks and judged queries, k = 10. `bm25s plain` has Milvus's `standard` tokens "
             "(lowercase `\\w+`, no stopwords, no stemming): the Δ against it is what is left "
-            "of the distance once the analyzer is the same. Build = ingest's write and the "
-            "first open; latency one query at a time, CPU of this process (Milvus Lite runs in "
-            "it)."
+            "of the distance once the analyzer is the same; `milvus, stemmed before` is Milvus "
+            "over text and queries the `bm25` backend's `english` analyzer already stemmed (what "
+            "Milvus Lite gives when the stemming happens outside it). Build = ingest's write and "
+            "the first open; latency one query at a time, CPU of this process (Milvus Lite runs "
+            "in it)."
         )
         parts += [milvus_fulltext.table(r) for r in fulltext["collections"].values()]
         probe = fulltext.get("stemmer_probe") or {}
