@@ -9,6 +9,7 @@ keeps every word of the main element, predictably.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from parallel_rag.studio.documents.base import BadFileError, Record, Segment, require
@@ -16,6 +17,16 @@ from parallel_rag.studio.documents.markdown import SectionIndex
 
 CHROME = ["script", "style", "noscript", "template", "nav", "header", "footer", "aside", "form"]
 CHROME_ROLES = ["navigation", "banner", "contentinfo", "search"]
+# what documentation generators put around the text, by class: texinfo 7's Next/Previous/Up
+# panel, and the permalink marks (Sphinx's, texinfo's) that would end every heading with a ¶
+CHROME_CLASSES = ["nav-panel", "headerlink", "copiable-anchor", "copiable-link"]
+# texinfo before 7 heads each page with a ``div.header`` of Next/Previous/Up links: dropped
+# when it holds such links only, since "header" alone names content on other sites
+PAGE_LINKS = ", ".join(f'a[rel~="{rel}"]' for rel in ("next", "prev", "up", "index"))
+# a thematic break (``<hr>``) opening or closing the main content only fenced off the chrome
+EDGE_BREAKS = re.compile(
+    r"\A(?:\s*(?:-{3,}|\*{3,}|_{3,})[ \t]*(?:\n|\Z))+|(?:\n\s*(?:-{3,}|\*{3,}|_{3,})[ \t]*)+\s*\Z"
+)
 
 
 def html_to_markdown(html: str | bytes, path: Path) -> tuple[str, str]:
@@ -30,11 +41,16 @@ def html_to_markdown(html: str | bytes, path: Path) -> tuple[str, str]:
         tag.decompose()
     for tag in soup.find_all(attrs={"role": CHROME_ROLES}):
         tag.decompose()
+    for tag in soup.find_all(class_=CHROME_CLASSES):
+        tag.decompose()
+    for tag in soup.select("div.header"):
+        if tag.select_one(PAGE_LINKS) is not None:
+            tag.decompose()
     root = soup.find("main") or soup.find("article") or soup.body or soup
     markdown = markdownify.markdownify(
         str(root), heading_style="ATX", strip=["a", "img"], bullets="-"
     )
-    return markdown.strip(), title
+    return EDGE_BREAKS.sub("", markdown.strip()).strip(), title
 
 
 def convert_html(path: Path, data: bytes) -> list[Record]:
