@@ -20,7 +20,7 @@ export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis
+.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis documents-in-the-wild
 
 # The full install (every extra); `make demo` needs only $(DEMO_STAMP).
 install: $(TEST_STAMP)
@@ -36,6 +36,17 @@ redis:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
+
+# Debian packages whose manuals (PDF, HTML) the conversion quality test and bench ingest where
+# they install them (bench/conversion_quality.py lists the files and their licences).
+WILD_DOCUMENTS := /usr/share/doc/bzip2/manual.pdf.gz /usr/share/doc/fontconfig/fontconfig-user.pdf.gz \
+  /usr/share/doc/zlib1g-dev/crc-doc.1.0.pdf.gz /usr/share/doc/nettle-dev/nettle.pdf.gz \
+  /usr/share/doc/libffi8/html/The-Basics.html
+documents-in-the-wild:
+	@ls $(WILD_DOCUMENTS) >/dev/null 2>&1 || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+	    bzip2-doc fontconfig zlib1g-dev nettle-dev libffi-dev; }
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,7 +92,7 @@ integration: install
 reliability: install
 	$(BIN)/pytest tests/reliability -q $(PYTEST_PARALLEL)
 
-test: lint chromium redis
+test: lint chromium redis documents-in-the-wild
 	$(BIN)/pytest -q -rA -p no:cacheprovider $(PYTEST_PARALLEL)
 
 # Benchmarks (bench/run.py): the full run is manual (~30 min on 2 cores once vectors are cached)
