@@ -12,8 +12,8 @@ The modules import in one direction (``tests/unit/test_bench_layout.py`` checks 
   file, or a section of the harness: ``quality``, ``answers``, ``latency``, ``scale``,
   ``rewriting``, ``fusion_methods``, ``orchestration``, ``ann_stores``, ``bm25_engines``,
   ``query_expansion``, ``rerank``, ``generation_latency``, ``load``, ``mcp_roundtrip``,
-  ``router_overhead``, ``converters``, ``milvus_fulltext``; they import helpers, and four
-  run another's measurement (``latency`` runs ``orchestration``'s, ``scale`` runs
-  ``ann_stores``'s), never the reverse;
+  ``router_overhead``, ``converters``, ``milvus_fulltext``, ``architecture``; they import
+  helpers, and four run another's measurement (``latency`` runs ``orchestration``'s,
+  ``scale`` runs ``ann_stores``'s), never the reverse;
 * the runner on top: ``run`` (``python -m bench``) and ``report`` (``RESULTS.md``).
 """
