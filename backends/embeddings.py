@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
 
@@ -49,6 +50,16 @@ ONNX_QUERIES_ENV = "PARALLEL_RAG_ONNX_QUERIES"
 """Set to 0 to embed queries of the bundled model on torch instead of ONNX Runtime (about a
 third of the CPU per query; identical vectors to ~1e-7 cosine; see ``onnx_query``)."""
 
+DOCUMENT_ENCODER_ENV = "PARALLEL_RAG_DOCUMENT_ENCODER"
+"""How the bundled model embeds documents (ingest's chunks and sentences): ``bf16`` (torch with
+bfloat16 matrix products), ``onnx`` (ONNX Runtime, float32), ``torch`` (sentence-transformers,
+float32) or ``auto`` (the default: ``bf16`` on a CPU that multiplies bfloat16 natively, AMX or
+AVX512-BF16, else ``onnx``). Every choice gives the torch model's vectors to within 1e-4
+cosine (``bench/INGEST-RESULTS.md``), so indexes built by any of them answer alike."""
+BF16_BATCH = 128
+"""Documents per forward pass on the bf16 path (sentence-transformers sorts a call's texts by
+length, so each batch pads little)."""
+
 QUERY_CACHE_SIZE = 1024
 """Query vectors kept per model (a few hundred KB for a 384-d model)."""
 
@@ -73,6 +84,47 @@ class WrappedEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (AMX or AVX512-BF16; read from
+    /proc/cpuinfo, so False where there is none): elsewhere bf16 is emulated and slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+def document_encoder() -> str:
+    """The document encoder ``DOCUMENT_ENCODER_ENV`` selects (``auto`` resolved)."""
+    choice = os.environ.get(DOCUMENT_ENCODER_ENV, "auto").strip().lower() or "auto"
+    if choice not in {"auto", "bf16", "onnx", "torch"}:
+        raise ValueError(
+            f"{DOCUMENT_ENCODER_ENV}: expected auto, bf16, onnx or torch, got {choice!r}"
+        )
+    if choice == "auto":
+        return "bf16" if native_bf16() else "onnx"
+    return choice
+
+
+class Bf16DocumentEmbeddings(WrappedEmbeddings):
+    """``embed_documents`` of a LangChain ``HuggingFaceEmbeddings`` run with bfloat16 matrix
+    products (torch autocast) in length-sorted batches of ``BF16_BATCH``: on a CPU with AMX
+    about half the CPU of float32 for a chunk, vectors within 1e-4 cosine of float32 ones.
+    Queries and every other attribute are the wrapped model's."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        import torch
+
+        if not texts:
+            return []
+        cleaned = [t.replace("\n", " ") for t in texts]  # as HuggingFaceEmbeddings does
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            vectors = self.inner._client.encode(
+                cleaned, batch_size=BF16_BATCH, convert_to_tensor=True, show_progress_bar=False
+            )
+        return torch.nn.functional.normalize(vectors.float(), dim=-1).numpy().tolist()
 
 
 PREFETCH_WORKERS = 2
@@ -263,10 +315,17 @@ def _load(model: str, device: str) -> Embeddings:
         model_kwargs={"device": device},
         encode_kwargs={"normalize_embeddings": True, "batch_size": 64},
     )
-    if model == BUNDLED and device == "cpu" and os.environ.get(ONNX_QUERIES_ENV) != "0":
-        from .onnx_query import onnx_query_embeddings
+    if model == BUNDLED and device == "cpu":
+        encoder = document_encoder()
+        if encoder == "bf16":
+            embeddings = Bf16DocumentEmbeddings(embeddings)
+        if os.environ.get(ONNX_QUERIES_ENV) != "0":
+            from .onnx_query import onnx_query_embeddings
 
-        embeddings = onnx_query_embeddings(embeddings, resolve_model(model)) or embeddings
+            wrapped = onnx_query_embeddings(
+                embeddings, resolve_model(model), documents=encoder == "onnx"
+            )
+            embeddings = wrapped or embeddings
     return QueryOnceEmbeddings(embeddings)
 
 

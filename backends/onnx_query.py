@@ -1,9 +1,12 @@
-"""Query embedding on ONNX Runtime for the bundled all-MiniLM-L6-v2.
+"""Query and document embedding on ONNX Runtime for the bundled all-MiniLM-L6-v2.
 
 A question is one short sequence: through sentence-transformers on torch it costs about 17 ms
 of CPU, most of it framework overhead around a small model; the same network on ONNX Runtime
-with one thread takes about 6 ms (``bench/ANN-RESULTS.md``). Documents keep the torch path,
-where batches amortise that overhead.
+with one thread takes about 6 ms (``bench/ANN-RESULTS.md``). Documents (ingest's chunks and
+sentences) can run on the same graph in a second session with ``encoder_threads()`` threads, in
+length-sorted batches (little padding): where the CPU has no native bfloat16 this is the
+default document encoder (``embeddings.DOCUMENT_ENCODER_ENV``), about half the CPU of
+sentence-transformers on torch for a sentence (``bench/INGEST-RESULTS.md``).
 
 The ONNX graph (BERT, mean pooling over the attention mask, L2 normalisation) is exported
 locally from the packaged weights on first use and kept in a cache directory
@@ -27,6 +30,11 @@ from langchain_core.embeddings import Embeddings
 from parallel_rag.backends.embeddings import WrappedEmbeddings
 
 log = logging.getLogger(__name__)
+
+THREADS_ENV = "PARALLEL_RAG_ENCODER_THREADS"
+"""Threads of the document session (default: the CPUs this process may run on)."""
+DOCUMENT_BATCH = 32
+"""Texts per run of the document session (sorted by length first, so a batch pads little)."""
 
 MAX_COSINE_GAP = 1e-5
 """An ONNX vector must have cosine >= 1 - this with the torch vector of the same text."""
@@ -97,15 +105,41 @@ def _export(client, target: Path) -> None:
     os.replace(partial, target)
 
 
-class OnnxQueryEmbeddings(WrappedEmbeddings):
-    """``embed_query`` on ONNX Runtime (one thread), ``embed_documents`` and every other
-    attribute from the wrapped LangChain ``HuggingFaceEmbeddings``."""
+def encoder_threads() -> int:
+    """Threads for encoding documents: ``$PARALLEL_RAG_ENCODER_THREADS``, else the CPUs this
+    process may run on (what torch uses by default)."""
+    configured = os.environ.get(THREADS_ENV)
+    if configured:
+        return max(1, int(configured))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
-    def __init__(self, inner: Embeddings, session, tokenizer):
+
+def _session(onnxruntime, path: Path, threads: int):
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+class OnnxQueryEmbeddings(WrappedEmbeddings):
+    """``embed_query`` on ONNX Runtime (one thread), ``embed_documents`` on ONNX Runtime too
+    when a document session is given (else the wrapped model's), and every other attribute
+    from the wrapped LangChain ``HuggingFaceEmbeddings``."""
+
+    def __init__(self, inner: Embeddings, session, tokenizer, document_session=None):
         super().__init__(inner)
         # private names: every other attribute is the wrapped model's
         self._session = session
         self._query_tokenizer = tokenizer
+        self._document_session = document_session
+
+    @property
+    def documents_on_onnx(self) -> bool:
+        return self._document_session is not None
 
     def embed_query(self, text: str) -> list[float]:
         encoded = self._query_tokenizer.encode(text.replace("\n", " "))  # as HuggingFaceEmbeddings
@@ -116,11 +150,47 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         }
         return self._session.run(None, feed)[0][0].tolist()
 
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if self._document_session is None:
+            return self.inner.embed_documents(texts)
+        return self.document_matrix(texts).tolist()
 
-def onnx_query_embeddings(inner: Embeddings, model_dir: str) -> Embeddings | None:
+    def document_matrix(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors as one float32 row each: the texts are tokenized, sorted by
+        length and run ``DOCUMENT_BATCH`` at a time, each batch padded to its longest text
+        only (padding is masked out of attention and pooling, so a vector does not depend on
+        its batch)."""
+        # newlines as spaces, as HuggingFaceEmbeddings does
+        encoded = self._query_tokenizer.encode_batch([t.replace("\n", " ") for t in texts])
+        lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.int64, count=len(texts))
+        order = np.argsort(lengths, kind="stable")
+        matrix: np.ndarray | None = None
+        for start in range(0, len(order), DOCUMENT_BATCH):
+            rows = order[start : start + DOCUMENT_BATCH]
+            width = int(lengths[rows].max())
+            feed = {
+                name: np.zeros((len(rows), width), dtype=np.int64)
+                for name in ("input_ids", "attention_mask", "token_type_ids")
+            }
+            for slot, row in enumerate(rows):
+                item, size = encoded[row], int(lengths[row])
+                feed["input_ids"][slot, :size] = item.ids
+                feed["attention_mask"][slot, :size] = 1
+                feed["token_type_ids"][slot, :size] = item.type_ids
+            vectors = self._document_session.run(None, feed)[0]
+            if matrix is None:
+                matrix = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            matrix[rows] = vectors
+        return matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def onnx_query_embeddings(
+    inner: Embeddings, model_dir: str, documents: bool = False
+) -> Embeddings | None:
     """``inner`` (a LangChain ``HuggingFaceEmbeddings`` over the bundled model in
-    ``model_dir``) with its queries on ONNX Runtime, or None when that is not available or its
-    vectors differ from the torch model's."""
+    ``model_dir``, or a wrapper of one) with its queries on ONNX Runtime, and its documents too
+    when ``documents``; None when that is not available or its query vectors differ from the
+    torch model's (documents whose vectors differ stay on ``inner``)."""
     try:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -130,24 +200,25 @@ def onnx_query_embeddings(inner: Embeddings, model_dir: str) -> Embeddings | Non
         with _export_lock:
             if not target.is_file():
                 _export(client, target)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1  # one short sequence: more threads only contend
-        options.inter_op_num_threads = 1
-        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        session = onnxruntime.InferenceSession(
-            str(target), options, providers=["CPUExecutionProvider"]
-        )
+        session = _session(onnxruntime, target, 1)  # one short sequence: more threads contend
+        documents = _session(onnxruntime, target, encoder_threads()) if documents else None
         # Its own tokenizer: the transformers one changes its settings on every call, which
         # is not safe while another thread is encoding documents with it.
         tokenizer = Tokenizer.from_str(client.tokenizer.backend_tokenizer.to_str())
         tokenizer.no_padding()
         tokenizer.enable_truncation(client.max_seq_length)
-        fast = OnnxQueryEmbeddings(inner, session, tokenizer)
+        fast = OnnxQueryEmbeddings(inner, session, tokenizer, documents)
         for probe in PROBES:
             reference = np.asarray(inner.embed_query(probe))
             if float(np.asarray(fast.embed_query(probe)) @ reference) < 1 - MAX_COSINE_GAP:
                 log.warning("ONNX query vectors differ from the torch model's; using torch")
                 return None
+        if documents is not None:
+            reference = np.asarray(inner.embed_documents(list(PROBES)))
+            gaps = np.einsum("ij,ij->i", fast.document_matrix(list(PROBES)), reference)
+            if float(gaps.min()) < 1 - MAX_COSINE_GAP:
+                log.warning("ONNX document vectors differ from the torch model's; using torch")
+                fast._document_session = None
         return fast
     except Exception as error:  # noqa: BLE001 - any failure keeps the torch path
         log.info(

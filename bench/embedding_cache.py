@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.embeddings import BUNDLED, embedding_identity, load_embeddings
+from parallel_rag.backends.embeddings import (
+    BUNDLED,
+    document_encoder,
+    embedding_identity,
+    load_embeddings,
+)
 
 ENCODE_BATCH = 64
 SHARD_ROWS = 512  # a shard is written every this many new vectors: an interrupted run keeps them
@@ -40,13 +45,21 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "--", name).strip("-")
 
 
+def cache_name(model: str) -> str:
+    """The cache folder of ``model``'s vectors: its identity, and for the bundled model on its
+    bf16 document encoder a ``--bf16`` suffix (those vectors differ from float32 ones by up to
+    1e-4 cosine; the ONNX and torch float32 encoders agree to 1e-6 and share a folder)."""
+    name = _slug(embedding_identity(model))
+    return f"{name}--bf16" if model == BUNDLED and document_encoder() == "bf16" else name
+
+
 class EmbeddingCache:
     """Vectors of one embedding model, in memory and in ``.npy`` shards on disk."""
 
     def __init__(self, root: Path, model: str = BUNDLED, device: str = "cpu"):
         self.model = model
         self.device = device
-        self.directory = Path(root) / "embeddings" / _slug(embedding_identity(model))
+        self.directory = Path(root) / "embeddings" / cache_name(model)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._vectors: dict[str, np.ndarray] = {}
         self._pending: dict[str, np.ndarray] = {}

@@ -62,7 +62,9 @@ from tqdm.auto import tqdm
 if TYPE_CHECKING:
     from langchain_core.documents import Document
 
-EMBED_BATCH = 64
+EMBED_BATCH = 512
+"""Chunks per call to the model: the encoders sort a call's texts by length, so a large call
+pads little (a chunk is short or long; 64 in corpus order padded most to the longest)."""
 
 
 @dataclass
@@ -120,21 +122,24 @@ def writable_targets(config: PipelineConfig) -> list[RetrieverEntry]:
 def embed_chunks(
     chunks: Sequence[Chunk], model: str, device: str, progress: bool, bar: tqdm | None = None
 ) -> np.ndarray:
-    """The chunks' vectors, one float32 row each (what the model computes, exactly): a million
+    """The chunks' vectors, one float32 row each (what the model computes): a million
     chunks at 384 dimensions take 1.5 GB this way, where lists of Python floats took 12 GB.
-    ``bar`` (a caller's progress bar counting chunks) advances as they are embedded."""
+    ``bar`` (a caller's progress bar counting chunks) advances as they are embedded. The
+    chunks go to the model shortest first, so each call holds texts of similar length."""
     matrix = np.zeros((len(chunks), 0), dtype=np.float32)
     if not chunks:  # no model loaded when no dense index needs a vector
         return matrix
     embeddings = load_embeddings(model, device)
+    order = np.argsort([len(c.content) for c in chunks], kind="stable")
     batches = range(0, len(chunks), EMBED_BATCH)
     own = bar is None and progress
     for start in tqdm(batches, desc="embedding", unit="batch", disable=not own):
-        part = chunks[start : start + EMBED_BATCH]
-        rows = np.asarray(embeddings.embed_documents([c.content for c in part]), np.float32)
+        part = order[start : start + EMBED_BATCH]
+        texts = [chunks[i].content for i in part]
+        rows = np.asarray(embeddings.embed_documents(texts), np.float32)
         if start == 0:
             matrix = np.empty((len(chunks), rows.shape[1]), dtype=np.float32)
-        matrix[start : start + len(part)] = rows
+        matrix[part] = rows
         if bar is not None:
             bar.update(len(part))
     return matrix
@@ -144,13 +149,19 @@ SENTENCE_BATCH = 512  # sentences embedded and stored per transaction
 
 
 def store_sentence_vectors(
-    chunks: Sequence[Chunk], config: PipelineConfig, base_dir: Path, progress: bool
+    chunks: Sequence[Chunk],
+    config: PipelineConfig,
+    base_dir: Path,
+    progress: bool,
+    known: dict[str, np.ndarray] | None = None,
 ) -> int:
     """Embed the sentences of ``chunks`` the extractive generator will score (split as it
     splits them) into ``generator.sentence_vectors``, skipping those already stored; returns
-    how many were embedded. Nothing when the generator reads no vectors (kind ``llm``,
-    ``min_similarity`` or ``sentence_vectors`` null). Each batch is its own transaction, so an
-    ingest killed halfway keeps what it stored and the next one embeds only the rest."""
+    how many were embedded. A sentence that is a whole chunk just embedded (``known``: text to
+    vector) is stored with that vector, not embedded again. Nothing when the generator reads
+    no vectors (kind ``llm``, ``min_similarity`` or ``sentence_vectors`` null). Each batch is
+    its own transaction, so an ingest killed halfway keeps what it stored and the next one
+    embeds only the rest."""
     settings = config.generator
     if (
         settings.kind != "extractive"
@@ -165,6 +176,12 @@ def store_sentence_vectors(
         missing = store.missing(texts)
     finally:
         store.close()
+    if not missing:
+        return 0
+    reused = [t for t in missing if known and t in known]
+    if reused:
+        store.put(reused, np.asarray([known[t] for t in reused]))  # type: ignore[index]
+        missing = [t for t in missing if t not in known]  # type: ignore[operator]
     if not missing:
         return 0
     embeddings = load_embeddings(model, device)
@@ -355,7 +372,8 @@ def write_batch(
     row_of = {c.id: row for row, c in enumerate(to_embed)}
     report.chunks += len(chunks)
     report.embedded += len(to_embed)
-    report.sentences += store_sentence_vectors(chunks, config, base_dir, progress=False)
+    known = {c.content: vectors[row] for row, c in enumerate(to_embed)}
+    report.sentences += store_sentence_vectors(chunks, config, base_dir, False, known)
     written = set()
     for label, writer, files_to_write in zip(labels, writers, to_write, strict=True):
         if not files_to_write:

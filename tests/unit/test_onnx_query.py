@@ -1,5 +1,6 @@
-"""Queries of the bundled MiniLM on ONNX Runtime: the same vectors as the torch model, the
-torch path kept for documents, and a fallback to torch when ONNX is unavailable or differs."""
+"""Queries of the bundled MiniLM on ONNX Runtime: the same vectors as the torch model; documents
+on the chosen document encoder (ONNX Runtime or bf16 torch) within 1e-4 cosine of the torch
+model's whatever their batch; a fallback to torch when ONNX is unavailable or differs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from parallel_rag.backends.embeddings import bundled_model_path, load_embeddings
+from parallel_rag.backends.embeddings import (
+    DOCUMENT_ENCODER_ENV,
+    Bf16DocumentEmbeddings,
+    bundled_model_path,
+    document_encoder,
+    load_embeddings,
+)
 from parallel_rag.backends.onnx_query import (
     OnnxQueryEmbeddings,
     onnx_query_embeddings,
@@ -24,7 +31,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def torch_model():
-    return load_embeddings().inner.inner  # QueryOnce -> ONNX wrapper -> HuggingFaceEmbeddings
+    model = load_embeddings().inner.inner  # QueryOnce -> ONNX wrapper -> (bf16 ->) HuggingFace
+    return model.inner if isinstance(model, Bf16DocumentEmbeddings) else model
 
 
 def test_bundled_model_embeds_queries_on_onnx():
@@ -44,9 +52,43 @@ def test_onnx_query_vectors_match_torch(torch_model):
         assert abs(float(np.linalg.norm(onnx_vector)) - 1) < 1e-5
 
 
-def test_documents_stay_on_torch(torch_model):
+def test_document_vectors_match_torch_whatever_their_batch(torch_model):
     fast = load_embeddings().inner
-    assert fast.embed_documents(TEXTS[:2]) == torch_model.embed_documents(TEXTS[:2])
+    texts = TEXTS + [f"sentence number {i} of a short batch." for i in range(40)]
+    reference = np.asarray(torch_model.embed_documents(texts))
+    together = np.asarray(fast.embed_documents(texts))
+    alone = np.asarray([fast.embed_documents([t])[0] for t in TEXTS])
+    assert together.shape == reference.shape
+    assert np.einsum("ij,ij->i", together, reference).min() > 1 - 1e-4
+    assert np.einsum("ij,ij->i", alone, together[: len(TEXTS)]).min() > 1 - 1e-4
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1, atol=1e-4)
+    assert fast.embed_documents([]) == []
+
+
+@pytest.mark.parametrize("encoder", ["onnx", "bf16", "torch"])
+def test_each_document_encoder_gives_the_torch_vectors(torch_model, encoder):
+    texts = TEXTS[:3]
+    if encoder == "onnx":
+        model = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True)
+        assert model.documents_on_onnx
+    elif encoder == "bf16":
+        model = Bf16DocumentEmbeddings(torch_model)
+    else:
+        model = onnx_query_embeddings(torch_model, bundled_model_path())
+        assert not model.documents_on_onnx
+    got = np.asarray(model.embed_documents(texts))
+    reference = np.asarray(torch_model.embed_documents(texts))
+    assert np.einsum("ij,ij->i", got, reference).min() > 1 - 1e-4
+
+
+def test_document_encoder_choice(monkeypatch):
+    monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "ONNX")
+    assert document_encoder() == "onnx"
+    monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "auto")
+    assert document_encoder() in {"bf16", "onnx"}
+    monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "fp8")
+    with pytest.raises(ValueError, match="PARALLEL_RAG_DOCUMENT_ENCODER"):
+        document_encoder()
 
 
 def test_concurrent_queries_and_documents_give_the_sequential_vectors(torch_model):

@@ -1,0 +1,115 @@
+"""Document encoders for ``parallel-rag ingest`` compared on the same texts: the chunks of the
+first SciFact abstracts (as ingest cuts them) and those chunks' sentences (as the sentence
+vectors split them), the two kinds of text the default stores embed at ingest.
+
+Run: ``python -m bench.ingest_encoders [--docs 500]`` (prints a Markdown table; the results go
+into bench/INGEST-RESULTS.md by hand, beside the command). Every encoder is the packaged
+all-MiniLM-L6-v2; a row gives chunks/s and sentences/s (wall and CPU), and the lowest cosine of
+its vectors with the torch ones (how far the stored vectors move). Rows:
+
+- torch, 64 at a time in corpus order: the previous ingest (``EMBED_BATCH = 64``);
+- torch, one length-sorted call: sentence-transformers sorts each call's texts by length;
+- ONNX Runtime fp32 (the graph ``backends/onnx_query.py`` exports), length-sorted batches;
+- ONNX Runtime int8 (that graph with dynamically quantized weights), length-sorted batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.onnx_query import (
+    OnnxQueryEmbeddings,
+    _session,
+    cache_dir,
+    encoder_threads,
+)
+from parallel_rag.backends.text_analysis import split_sentences
+from parallel_rag.studio.document_loading import load_chunks
+
+from bench.data import data_root
+
+
+def sample_texts(docs: int) -> tuple[list[str], list[str]]:
+    """The chunks of the first ``docs`` SciFact abstracts and their distinct sentences."""
+    corpus = data_root() / "scifact" / "corpus.jsonl"
+    sample = Path(os.environ.get("TMPDIR", "/tmp")) / f"ingest-encoders-scifact-{docs}.jsonl"
+    with corpus.open(encoding="utf-8") as source:
+        sample.write_text("".join(itertools.islice(source, docs)), encoding="utf-8")
+    chunks = [c.content for c in load_chunks(sample, chunk_size=1000, chunk_overlap=150)]
+    sentences = list(dict.fromkeys(s for c in chunks for s in split_sentences(c)))
+    return chunks, sentences
+
+
+def timed(encode, texts: list[str]) -> tuple[np.ndarray, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    matrix = np.asarray(encode(texts), dtype=np.float32)
+    return matrix, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def int8_session(onnx_model: Path):
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    target = onnx_model.with_name(onnx_model.stem + "-int8.onnx")
+    if not target.is_file():
+        quantize_dynamic(str(onnx_model), str(target), weight_type=QuantType.QInt8)
+    return _session(onnxruntime, target, encoder_threads())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=500)
+    args = parser.parse_args()
+    chunks, sentences = sample_texts(args.docs)
+    fast = load_embeddings().inner
+    assert isinstance(fast, OnnxQueryEmbeddings) and fast.documents_on_onnx
+    torch_model = fast.inner
+    onnx_model = max((cache_dir() / "onnx").glob("minilm-query-*.onnx"), key=os.path.getmtime)
+    quantized = OnnxQueryEmbeddings(torch_model, None, fast._query_tokenizer)
+    quantized._document_session = int8_session(onnx_model)
+
+    def in_order(texts: list[str]) -> list:
+        rows = []
+        for start in range(0, len(texts), 64):
+            rows.extend(torch_model.embed_documents(texts[start : start + 64]))
+        return rows
+
+    encoders = {
+        "torch (sentence-transformers), 64 at a time in corpus order (before)": in_order,
+        "torch (sentence-transformers), one length-sorted call": torch_model.embed_documents,
+        f"ONNX Runtime fp32, {encoder_threads()} threads, length-sorted": fast.document_matrix,
+        f"ONNX Runtime int8, {encoder_threads()} threads, length-sorted": (
+            quantized.document_matrix
+        ),
+    }
+    fast.document_matrix(chunks[:64])  # warm every session once
+    quantized.document_matrix(chunks[:64])
+    print(
+        f"{args.docs} SciFact abstracts: {len(chunks)} chunks, {len(sentences)} distinct "
+        f"sentences; load average {os.getloadavg()[0]:.2f}\n"
+    )
+    print(
+        "| encoder | chunks/s (wall) | chunk CPU s | sentences/s (wall) | sentence CPU s "
+        "| min cosine to torch |"
+    )
+    print("|---|---|---|---|---|---|")
+    reference: dict[str, np.ndarray] = {}
+    for name, encode in encoders.items():
+        row = [name]
+        cosines = []
+        for kind, texts in (("chunks", chunks), ("sentences", sentences)):
+            matrix, wall, cpu = timed(encode, texts)
+            reference.setdefault(kind, matrix)
+            cosines.append(float(np.einsum("ij,ij->i", matrix, reference[kind]).min()))
+            row += [f"{len(texts) / wall:.1f}", f"{cpu:.1f}"]
+        print(f"| {' | '.join(row)} | {min(cosines):.6f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
