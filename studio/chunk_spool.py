@@ -45,11 +45,18 @@ class ChunkSpool:
     def path(self) -> Path:
         return Path(self._file.name)
 
-    def extend(self, chunks: Iterable[Chunk]) -> None:
+    def extend(self, chunks: Iterable[Chunk]) -> int:
+        """Append ``chunks``; returns how many distinct pages and slides they come from (for
+        the progress bar: 0 for files without pages)."""
+        pages = set()
         for chunk in chunks:
             record = [chunk.id, chunk.content, chunk.metadata]
             self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
             self.count += 1
+            for key in ("page", "slide"):
+                if key in chunk.metadata:
+                    pages.add((chunk.metadata.get("file_id"), key, chunk.metadata[key]))
+        return len(pages)
 
     def __iter__(self) -> Iterator[Chunk]:
         self._file.flush()

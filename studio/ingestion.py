@@ -67,6 +67,12 @@ EMBED_BATCH = 512
 pads little (a chunk is short or long; 64 in corpus order padded most to the longest)."""
 
 
+def bars_off(progress: bool) -> bool | None:
+    """tqdm's ``disable`` for ``progress``: None (bars on stderr only when it is a terminal, so
+    logs and pipes get no carriage-return noise) or True (``--quiet``)."""
+    return None if progress else True
+
+
 @dataclass
 class IngestReport:
     """What an ingest run wrote."""
@@ -133,7 +139,7 @@ def embed_chunks(
     order = np.argsort([len(c.content) for c in chunks], kind="stable")
     batches = range(0, len(chunks), EMBED_BATCH)
     own = bar is None and progress
-    for start in tqdm(batches, desc="embedding", unit="batch", disable=not own):
+    for start in tqdm(batches, desc="embedding", unit="batch", disable=bars_off(own)):
         part = order[start : start + EMBED_BATCH]
         texts = [chunks[i].content for i in part]
         rows = np.asarray(embeddings.embed_documents(texts), np.float32)
@@ -186,7 +192,7 @@ def store_sentence_vectors(
         return 0
     embeddings = load_embeddings(model, device)
     batches = range(0, len(missing), SENTENCE_BATCH)
-    for start in tqdm(batches, desc="sentence vectors", unit="batch", disable=not progress):
+    for start in tqdm(batches, desc="sentence vectors", unit="batch", disable=bars_off(progress)):
         batch = missing[start : start + SENTENCE_BATCH]
         store.put(batch, embeddings.embed_documents(batch))
     return len(missing)
@@ -249,23 +255,25 @@ def ingest_paths(
         )
     bad: dict[Path, str] = {}
     with ChunkSpool() as spool:
-        reading = tqdm(files, desc="converting", unit="file", disable=not progress)
+        reading = tqdm(files, desc="converting", unit="file", disable=bars_off(progress))
+        pages = 0  # PDF pages and slides converted
         for path in reading:
             try:
-                spool.extend(
-                    load_chunks(
-                        path,
-                        chunk_size=chunk_size,
-                        chunk_overlap=chunk_overlap,
-                        extra_metadata=extra_metadata,
-                        max_file_mb=max_file_mb,
-                    )
+                chunks = load_chunks(
+                    path,
+                    chunk_size=chunk_size,
+                    chunk_overlap=chunk_overlap,
+                    extra_metadata=extra_metadata,
+                    max_file_mb=max_file_mb,
                 )
+                pages += spool.extend(chunks)
             except MissingExtraError:
                 raise
             except BadFileError as error:
                 bad[path] = str(error)
-            reading.set_postfix(chunks=spool.count, bad=len(bad), refresh=False)
+            counts = {"pages": pages} if pages else {}
+            reading.set_postfix(**counts, chunks=spool.count, bad=len(bad), refresh=False)
+        reading.close()
         if bad and (not skip_bad_files or len(bad) == len(files)):
             reason = "no usable file" if skip_bad_files else "nothing was ingested"
             raise BadFileError(
@@ -340,7 +348,7 @@ def write_batches(
     ]
     report = IngestReport(indexes=labels)
     written: set[str] = set()
-    bar = tqdm(total=total, desc="indexing", unit="chunk", disable=not progress)
+    bar = tqdm(total=total, desc="indexing", unit="chunk", disable=bars_off(progress))
     for chunks in batches:
         written |= write_batch(chunks, config, base_dir, writers, labels, report, bar)
     bar.close()
@@ -368,12 +376,15 @@ def write_batch(
     to_embed = [c for c in chunks if c.metadata["file_id"] in needed]
     bar.update(len(chunks) - len(to_embed))  # unchanged chunks count as done at once
     model, device = config.embeddings.model, config.embeddings.device
+    bar.set_postfix_str(f"embedding chunks; {report.sentences} sentence vectors so far")
     vectors = embed_chunks(to_embed, model, device, progress=False, bar=bar)
     row_of = {c.id: row for row, c in enumerate(to_embed)}
     report.chunks += len(chunks)
     report.embedded += len(to_embed)
     known = {c.content: vectors[row] for row, c in enumerate(to_embed)}
+    bar.set_postfix_str(f"embedding sentences; {report.sentences} so far")
     report.sentences += store_sentence_vectors(chunks, config, base_dir, False, known)
+    bar.set_postfix_str(f"writing {len(labels)} index(es); {report.sentences} sentence vectors")
     written = set()
     for label, writer, files_to_write in zip(labels, writers, to_write, strict=True):
         if not files_to_write:
