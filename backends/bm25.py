@@ -97,6 +97,7 @@ from parallel_rag.backends.base import (
     resolve_path,
     scored_document,
 )
+from parallel_rag.backends.revisions import held_for_run
 from parallel_rag.backends.text_analysis import (
     ANALYZER_NAMES,
     DEFAULT_ANALYZER,
@@ -856,6 +857,8 @@ class BM25Retriever(SearchKwargsRetriever):
         retriever.invoke("query", k=5, filters={"source": "a.md"})
     """
 
+    reads_revisions: ClassVar[bool] = True  # held for a graph run: revisions.py
+
     index_path: str = DEFAULT_INDEX_PATH
     engine: Engine = "bm25s"
     k: int = Field(default=10, ge=1)
@@ -896,7 +899,11 @@ class BM25Retriever(SearchKwargsRetriever):
 
     def get_index(self) -> BM25Index:
         """The loaded index: loads it on the first call and, with ``auto_reload``, loads a
-        newer save when there is one (see the class docstring)."""
+        newer save when there is one (see the class docstring). Inside a graph run
+        (``revisions.run_scope``), the index the run took when it started."""
+        return held_for_run((id(self), "bm25"), self._current_index)
+
+    def _current_index(self) -> BM25Index:
         loaded = self._loaded
         if loaded is None:
             with self._load_lock:

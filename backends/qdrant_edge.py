@@ -40,7 +40,7 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -674,6 +674,8 @@ def write_chunks(
 
 class QdrantEdgeRetriever(DenseStoreRetriever):
     """Dense retriever over a Qdrant Edge collection; usable alone in any LangChain chain."""
+
+    reads_revisions: ClassVar[bool] = True  # held for a graph run: revisions.py
 
     settings: QdrantEdgeSettings = Field(default_factory=QdrantEdgeSettings)
 

@@ -8,16 +8,24 @@ publishes it (``publish``: the directory through ``atomic_files.write_directory`
 ``CURRENT``), keeping the previous revision for readers still loading it and dropping older
 ones. Readers ask ``LiveRevisions`` for the live revision: opened once per process and opened
 again when ``CURRENT`` names a new one.
+
+Within one run of a graph (``run_scope``, which ``RAGGraph`` opens), every search of a store
+gets the revision live when the run started (``hold_stores_for_run`` takes it then;
+``held_for_run`` gives it back): a run whose rewriting, query views or branches straddle an
+ingest still reads one revision of each store, whole. The BM25 retriever keeps its loaded
+index the same way.
 """
 
 from __future__ import annotations
 
+import contextvars
 import fcntl
+import logging
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -29,6 +37,73 @@ REVISION_PREFIX = "rev-"
 LOCK_FILE = ".lock"
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+
+_RUN_HOLDS: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar(
+    "parallel_rag_run_holds", default=None
+)
+"""What the current run holds of each store, by key; None outside a run. The dict is shared by
+the contexts LangGraph copies for the run's branches (threads and tasks alike)."""
+
+
+@contextmanager
+def run_scope() -> Iterator[None]:
+    """One run of a graph: inside it, ``held_for_run`` answers each key with what the run got
+    first. A scope inside a scope (a graph run by a node of another) is the outer one."""
+    if _RUN_HOLDS.get() is not None:
+        yield
+        return
+    token = _RUN_HOLDS.set({})
+    try:
+        yield
+    finally:
+        try:
+            _RUN_HOLDS.reset(token)
+        except ValueError:  # a stream closed from another context: leave that one clean
+            _RUN_HOLDS.set(None)
+
+
+class _OpenFailed:
+    """A store the run could not open: its searches in the run raise the same error."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def held_for_run(key: Any, open_live: Callable[[], T]) -> T:
+    """``open_live()`` (a store's live revision or loaded index), kept for the rest of the
+    current run under ``key``: the run's later searches of the store get the same one, even
+    after an ingest published another; a store the run could not open raises the same error
+    for each of them (it is not read again). Outside a run, always ``open_live()``. Two
+    branches opening it at once may each open one; both get the first one kept."""
+    holds = _RUN_HOLDS.get()
+    if holds is None:
+        return open_live()
+    held = holds.get(key)
+    if held is None:
+        try:
+            opened: Any = open_live()
+        except Exception as error:  # noqa: BLE001 - kept and raised to each search of the run
+            opened = _OpenFailed(error)
+        held = holds.setdefault(key, opened)
+    if isinstance(held, _OpenFailed):
+        raise held.error
+    return held
+
+
+def hold_stores_for_run(retrievers: Iterable[Any]) -> None:
+    """A run's start (inside ``run_scope``): each retriever that reads a published revision or
+    a loaded index (``reads_revisions``) takes the one live now (its ``warm_up``: a ``stat``
+    or a read of ``CURRENT`` when nothing changed), so every search of the run, however late,
+    reads what was live when the run started. One that cannot open its store (nothing ingested
+    yet) is left to fail in its branch, as it would have."""
+    for retriever in retrievers:
+        if getattr(retriever, "reads_revisions", False):
+            try:
+                retriever.warm_up()
+            except Exception as error:  # noqa: BLE001 - the branch reports it
+                logger.debug("could not hold %r for the run: %s", retriever, error)
 
 
 def current_revision(directory: Path) -> str | None:
@@ -101,6 +176,11 @@ class LiveRevisions(Generic[T]):
         return held[1] if held is not None and held[0] == revision else None
 
     def get(self, directory: Path) -> T:
+        """The live revision of ``directory``; inside a run (``run_scope``), the one the run
+        got first."""
+        return held_for_run((id(self), directory), lambda: self._live(directory))
+
+    def _live(self, directory: Path) -> T:
         revision = current_revision(directory)
         if revision is None:
             raise LookupError(self._missing(directory))

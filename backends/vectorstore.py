@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -249,6 +249,8 @@ def write_chunks(
 
 class VectorStoreRetriever(DenseStoreRetriever):
     """Dense retriever over a managed store; usable alone in any LangChain chain."""
+
+    reads_revisions: ClassVar[bool] = True  # held for a graph run: revisions.py
 
     settings: VectorStoreSettings
 

@@ -10,6 +10,7 @@ context form sends) and, for callers that only speak ``RunnableConfig`` (LangSer
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import aclosing
@@ -23,6 +24,7 @@ from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.backends.base import warm_up_each
 from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.revisions import hold_stores_for_run, run_scope
 from parallel_rag.backends.secrets import describe_error
 from parallel_rag.graph.configuration import EmbeddingsConfig
 from parallel_rag.graph.context import KnobScope, RAGContext, knobs_from
@@ -88,7 +90,8 @@ class RAGGraph(CompiledStateGraph):
     """A compiled pipeline whose every run starts with its knobs parsed and checked against
     what the pipeline can honour (a ``KnobError`` naming the field, before any node runs).
     ``invoke``, ``batch``, ``stream_events`` and the servers all run through ``stream`` or
-    ``astream``, so this is the one place a run's knobs are set."""
+    ``astream``, so this is the one place a run's knobs are set, and where a run starts
+    reading one revision of each store (``backends.revisions.run_scope``)."""
 
     def run_context(self, config: RunnableConfig | None, context: Any) -> RAGContext:
         """The run's knobs: ``context`` (a dict is validated as LangGraph would: a pydantic
@@ -105,19 +108,29 @@ class RAGGraph(CompiledStateGraph):
             profile.knob_scope.check(knobs)
         return knobs
 
+    def hold_stores(self) -> None:
+        """Inside the run's scope: its stores' live revisions, taken now for the whole run."""
+        profile = graph_profile(self)
+        if profile is not None:
+            hold_stores_for_run(retriever for _, retriever in profile.retrievers)
+
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs
     ) -> Iterator[Any]:
         knobs = self.run_context(config, context)
-        yield from super().stream(input, config, context=knobs, **kwargs)
+        with run_scope():  # every search of a store in this run reads one revision of it
+            self.hold_stores()
+            yield from super().stream(input, config, context=knobs, **kwargs)
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs
     ) -> AsyncIterator[Any]:
         knobs = self.run_context(config, context)
-        async with aclosing(super().astream(input, config, context=knobs, **kwargs)) as run:
-            async for chunk in run:
-                yield chunk
+        with run_scope():
+            await asyncio.to_thread(self.hold_stores)  # may open a new revision: off the loop
+            async with aclosing(super().astream(input, config, context=knobs, **kwargs)) as run:
+                async for chunk in run:
+                    yield chunk
 
 
 def as_rag_graph(compiled: CompiledStateGraph, profile: GraphProfile) -> RAGGraph:

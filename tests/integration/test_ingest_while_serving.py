@@ -9,9 +9,10 @@ branch, within a few seconds of the ingest's exit.
 The router's upstream is a scripted chat server that records what it was sent, so the test
 reads the evidence the router injected.
 
-Then a request in flight: both branches of a graph's request are held (a hook around the real
+Then requests in flight: both branches of a graph's request are held (a hook around the real
 search, once each branch holds its store's revision) while two ingests in another process
-publish newer revisions; the request answers from the revisions it started with."""
+publish newer revisions, and a request with a ``prf`` rewriter is held in its rewriting,
+before any branch searched; each answers from the revisions live when it started."""
 
 from __future__ import annotations
 
@@ -241,27 +242,66 @@ class HeldEmbeddings:
         return self.inner.embed_query(text)
 
 
+def graph_over_first_files(workdir: Path, **settings):
+    """FIRST ingested by the CLI in ``workdir`` with the defaults (plus ``settings``; branch
+    timeouts that outlast two ingests on a busy CPU), and a graph built over them."""
+    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.loading import load_config
+
+    (workdir / "docs").mkdir()
+    for name in FIRST:
+        shutil.copy(CORPUS / name, workdir / "docs" / name)
+    retrievers = [
+        {**entry, "timeout_seconds": 600} for entry in default_config_dict()["retrievers"]
+    ]
+    config_file = workdir / "parallel-rag.yaml"
+    config_file.write_text(yaml.safe_dump({"retrievers": retrievers, **settings}), "utf-8")
+    cli(workdir, "ingest", "--quiet", "docs")
+    config, base_dir = load_config(config_file)
+    return build_graph(config, base_dir=base_dir)
+
+
+def run_held(graph, hold: Hold, workdir: Path, arrivals: int) -> dict:
+    """``graph`` asked QUESTION in a thread; once ``arrivals`` holds are reached, the PDF and
+    then another file are ingested by the CLI (two revisions published), then the run goes
+    on: its result."""
+    answers: list[dict] = []
+    run = threading.Thread(
+        target=lambda: answers.append(graph.invoke({"query": QUESTION, "top_k": 3}))
+    )
+    run.start()
+    try:
+        hold.wait_for(arrivals)
+        write_pdf(workdir / "docs" / "lights.pdf", PDF_PAGES, title=PDF_TITLE)
+        cli(workdir, "ingest", "--quiet", "docs")
+        shutil.copy(CORPUS / "eniac.md", workdir / "docs" / "eniac.md")
+        cli(workdir, "ingest", "--quiet", "docs")
+    finally:
+        hold.released.set()
+        run.join(CALL_SECONDS)
+    (result,) = answers
+    return result
+
+
+def assert_from_before_then_new(held: dict, graph) -> dict:
+    """``held`` answered from the first files only, every branch ok; the next run finds the
+    PDF in both branches (its result)."""
+    assert {b["status"] for b in held["branches"]} == {"ok"}, held["branches"]
+    assert {Path(d["metadata"]["source"]).name for d in held["documents"]} <= set(FIRST)
+    after = graph.invoke({"query": QUESTION, "top_k": 3})
+    chunk, branches = pdf_hit(after["documents"])
+    assert chunk is not None and branches == BRANCHES
+    return after
+
+
 def test_a_request_in_flight_answers_from_the_revisions_it_started_with(tmp_path, monkeypatch):
     """Both branches of a request hold their store's revision when two ingests (another
     process) publish newer ones, the first of them dropped from disk by the second: the
     request answers from what it held, whole; the next request from the newest."""
     from parallel_rag.backends import qdrant_edge
     from parallel_rag.backends.bm25 import BM25Index
-    from parallel_rag.graph.builder import build_graph
-    from parallel_rag.graph.loading import load_config
 
-    (tmp_path / "docs").mkdir()
-    for name in FIRST:
-        shutil.copy(CORPUS / name, tmp_path / "docs" / name)
-    # the defaults, with branch timeouts that outlast two ingests on a busy CPU
-    retrievers = [
-        {**entry, "timeout_seconds": 600} for entry in default_config_dict()["retrievers"]
-    ]
-    config_file = tmp_path / "parallel-rag.yaml"
-    config_file.write_text(yaml.safe_dump({"retrievers": retrievers}), encoding="utf-8")
-    cli(tmp_path, "ingest", "--quiet", "docs")
-    config, base_dir = load_config(config_file)
-    graph = build_graph(config, base_dir=base_dir)
+    graph = graph_over_first_files(tmp_path)
     store = tmp_path / ".parallel-rag" / "qdrant_edge"
     (collection,) = [p for p in store.iterdir() if p.is_dir()]
     started_with = current_revision(collection)
@@ -272,26 +312,25 @@ def test_a_request_in_flight_answers_from_the_revisions_it_started_with(tmp_path
     monkeypatch.setattr(
         qdrant_edge, "load_embeddings", lambda *a: HeldEmbeddings(embeddings(*a), hold)
     )
-    answers: list[dict] = []
-    request = threading.Thread(
-        target=lambda: answers.append(graph.invoke({"query": QUESTION, "top_k": 3}))
-    )
-    request.start()
-    try:
-        hold.wait_for(len(BRANCHES))
-        write_pdf(tmp_path / "docs" / "lights.pdf", PDF_PAGES, title=PDF_TITLE)
-        cli(tmp_path, "ingest", "--quiet", "docs")
-        shutil.copy(CORPUS / "eniac.md", tmp_path / "docs" / "eniac.md")
-        cli(tmp_path, "ingest", "--quiet", "docs")
-        assert not (collection / started_with).exists()  # two revisions later: gone from disk
-    finally:
-        hold.released.set()
-        request.join(CALL_SECONDS)
-
-    (held,) = answers
-    assert {b["retriever"]: b["status"] for b in held["branches"]} == dict.fromkeys(BRANCHES, "ok")
-    assert {Path(d["metadata"]["source"]).name for d in held["documents"]} <= set(FIRST)
-    after = graph.invoke({"query": QUESTION, "top_k": 3})
-    chunk, branches = pdf_hit(after["documents"])
-    assert chunk is not None and branches == BRANCHES
+    held = run_held(graph, hold, tmp_path, arrivals=len(BRANCHES))
+    assert not (collection / started_with).exists()  # two revisions later: gone from disk
+    assert {b["retriever"] for b in held["branches"]} == BRANCHES
+    after = assert_from_before_then_new(held, graph)
     assert "Tuesday" in after["answer"]
+
+
+def test_a_run_reads_the_revisions_that_were_live_when_it_started(tmp_path, monkeypatch):
+    """A run with a query rewriter (``prf``: it reads the BM25 index before any branch
+    starts) is held in its rewriting while two ingests publish: its branches, the dense one
+    included, which had not searched yet, answer from the revisions live at the run's start
+    (``RAGGraph`` takes them then: ``backends/revisions.py``), and the next run from the new."""
+    from parallel_rag.backends.bm25 import BM25Index
+
+    graph = graph_over_first_files(tmp_path, rewriter={"kind": "prf"})
+    hold = Hold()
+    query_terms = BM25Index.query_terms
+    monkeypatch.setattr(BM25Index, "query_terms", lambda *a: (hold(), query_terms(*a))[1])
+    held = run_held(graph, hold, tmp_path, arrivals=1)  # the rewriter, before any branch
+    views = sorted((b["retriever"], b["view_kind"]) for b in held["branches"])
+    assert len(views) == 3, views  # the question in both branches, its expansion in lexical
+    assert_from_before_then_new(held, graph)
