@@ -51,14 +51,19 @@ ONNX_QUERIES_ENV = "PARALLEL_RAG_ONNX_QUERIES"
 third of the CPU per query; identical vectors to ~1e-7 cosine; see ``onnx_query``)."""
 
 DOCUMENT_ENCODER_ENV = "PARALLEL_RAG_DOCUMENT_ENCODER"
-"""How the bundled model embeds documents (ingest's chunks and sentences): ``bf16`` (torch with
-bfloat16 matrix products), ``onnx`` (ONNX Runtime, float32), ``torch`` (sentence-transformers,
-float32) or ``auto`` (the default: ``bf16`` on a CPU that multiplies bfloat16 natively, AMX or
-AVX512-BF16, else ``onnx``). Every choice gives the torch model's vectors to within 1e-4
-cosine (``bench/INGEST-RESULTS.md``), so indexes built by any of them answer alike."""
-BF16_BATCH = 128
+"""How the bundled model embeds documents (ingest's chunks and sentences): ``bf16`` (chunks on
+torch with bfloat16 matrix products, sentences on ONNX Runtime: ``LONG_TOKENS``), ``onnx``
+(ONNX Runtime, float32), ``torch`` (sentence-transformers, float32) or ``auto`` (the default:
+``bf16`` on a CPU that multiplies bfloat16 natively, AMX or AVX512-BF16, else ``onnx``). Every
+choice gives the torch model's vectors to within 1e-4 cosine (``bench/INGEST-RESULTS.md``), so
+indexes built by any of them answer alike."""
+BF16_BATCH = 64
 """Documents per forward pass on the bf16 path (sentence-transformers sorts a call's texts by
 length, so each batch pads little)."""
+LONG_TOKENS = 96
+"""On the bf16 encoder, documents longer than this many word pieces (chunks) run on torch in
+bfloat16, shorter ones (sentences) on ONNX Runtime in float32: bfloat16 halves a chunk's CPU,
+while a sentence's cost is mostly framework overhead, which ONNX Runtime has less of."""
 
 QUERY_CACHE_SIZE = 1024
 """Query vectors kept per model (a few hundred KB for a 384-d model)."""
@@ -323,7 +328,10 @@ def _load(model: str, device: str) -> Embeddings:
             from .onnx_query import onnx_query_embeddings
 
             wrapped = onnx_query_embeddings(
-                embeddings, resolve_model(model), documents=encoder == "onnx"
+                embeddings,
+                resolve_model(model),
+                documents=encoder in ("onnx", "bf16"),
+                long_tokens=LONG_TOKENS if encoder == "bf16" else None,
             )
             embeddings = wrapped or embeddings
     return QueryOnceEmbeddings(embeddings)

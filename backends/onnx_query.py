@@ -130,12 +130,20 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
     when a document session is given (else the wrapped model's), and every other attribute
     from the wrapped LangChain ``HuggingFaceEmbeddings``."""
 
-    def __init__(self, inner: Embeddings, session, tokenizer, document_session=None):
+    def __init__(
+        self,
+        inner: Embeddings,
+        session,
+        tokenizer,
+        document_session=None,
+        long_tokens: int | None = None,
+    ):
         super().__init__(inner)
         # private names: every other attribute is the wrapped model's
         self._session = session
         self._query_tokenizer = tokenizer
         self._document_session = document_session
+        self._long_tokens = long_tokens  # longer documents go to the wrapped model
 
     @property
     def documents_on_onnx(self) -> bool:
@@ -153,7 +161,23 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if self._document_session is None:
             return self.inner.embed_documents(texts)
-        return self.document_matrix(texts).tolist()
+        if self._long_tokens is None or not texts:
+            return self.document_matrix(texts).tolist()
+        # short texts here, long ones to the wrapped model (bf16 on AMX: faster on long ones)
+        encoded = self._query_tokenizer.encode_batch([t.replace("\n", " ") for t in texts])
+        long = [len(e.ids) > self._long_tokens for e in encoded]
+        short_rows = [i for i, is_long in enumerate(long) if not is_long]
+        long_rows = [i for i, is_long in enumerate(long) if is_long]
+        vectors: list = [None] * len(texts)
+        if short_rows:
+            matrix = self.document_matrix([texts[i] for i in short_rows])
+            for i, row in zip(short_rows, matrix.tolist(), strict=True):
+                vectors[i] = row
+        if long_rows:
+            rows = self.inner.embed_documents([texts[i] for i in long_rows])
+            for i, row in zip(long_rows, rows, strict=True):
+                vectors[i] = list(row)
+        return vectors
 
     def document_matrix(self, texts: list[str]) -> np.ndarray:
         """The texts' vectors as one float32 row each: the texts are tokenized, sorted by
@@ -185,12 +209,13 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
 
 
 def onnx_query_embeddings(
-    inner: Embeddings, model_dir: str, documents: bool = False
+    inner: Embeddings, model_dir: str, documents: bool = False, long_tokens: int | None = None
 ) -> Embeddings | None:
     """``inner`` (a LangChain ``HuggingFaceEmbeddings`` over the bundled model in
     ``model_dir``, or a wrapper of one) with its queries on ONNX Runtime, and its documents too
-    when ``documents``; None when that is not available or its query vectors differ from the
-    torch model's (documents whose vectors differ stay on ``inner``)."""
+    when ``documents`` (those over ``long_tokens`` word pieces, if given, stay on ``inner``);
+    None when that is not available or its query vectors differ from the torch model's
+    (documents whose vectors differ stay on ``inner``)."""
     try:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -207,14 +232,15 @@ def onnx_query_embeddings(
         tokenizer = Tokenizer.from_str(client.tokenizer.backend_tokenizer.to_str())
         tokenizer.no_padding()
         tokenizer.enable_truncation(client.max_seq_length)
-        fast = OnnxQueryEmbeddings(inner, session, tokenizer, documents)
+        fast = OnnxQueryEmbeddings(inner, session, tokenizer, documents, long_tokens)
         for probe in PROBES:
             reference = np.asarray(inner.embed_query(probe))
             if float(np.asarray(fast.embed_query(probe)) @ reference) < 1 - MAX_COSINE_GAP:
                 log.warning("ONNX query vectors differ from the torch model's; using torch")
                 return None
         if documents is not None:
-            reference = np.asarray(inner.embed_documents(list(PROBES)))
+            float32 = getattr(inner, "inner", inner)  # under a bf16 wrapper: the float32 model
+            reference = np.asarray(float32.embed_documents(list(PROBES)))
             gaps = np.einsum("ij,ij->i", fast.document_matrix(list(PROBES)), reference)
             if float(gaps.min()) < 1 - MAX_COSINE_GAP:
                 log.warning("ONNX document vectors differ from the torch model's; using torch")

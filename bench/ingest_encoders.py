@@ -99,7 +99,7 @@ def main() -> None:
     encoders = {
         "torch (sentence-transformers), 64 at a time in corpus order (before)": in_order,
         "torch (sentence-transformers), one length-sorted call": torch_model.embed_documents,
-        "torch bf16 autocast, batches of 128, one length-sorted call": bf16.embed_documents,
+        "torch bf16 autocast, batches of 64, one length-sorted call": bf16.embed_documents,
         f"ONNX Runtime fp32, {encoder_threads()} threads, length-sorted": fast.document_matrix,
         f"ONNX Runtime int8, {encoder_threads()} threads, length-sorted": (
             quantized.document_matrix
