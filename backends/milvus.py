@@ -72,6 +72,8 @@ from pydantic import (
     model_validator,
 )
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_URI = ".parallel-rag/milvus.db"
 INDEX_PARAMS = {"metric_type": "COSINE", "index_type": "AUTOINDEX", "params": {}}
 DEFAULT_SPARSE_FIELD = "sparse"
@@ -253,6 +255,17 @@ def _search_arguments(settings: MilvusSettings, embedding_model: str, device: st
     }
 
 
+def _stale_connection(error: Exception) -> bool:
+    """Whether opening failed on pymilvus's shared connection to a server rather than on the
+    server: a channel idle past pymilvus's health-check threshold that the server has sent
+    away (a gRPC GOAWAY, e.g. ``too_many_pings`` from ``milvus-lite server``) fails its own
+    recovery once with CONNECT_FAILED, and the next connection to the same URI opens a fresh
+    channel. One more attempt is enough; a server that is really down fails it too."""
+    from pymilvus.exceptions import MilvusException
+
+    return isinstance(error, MilvusException) and error.code == 2  # Status.CONNECT_FAILED
+
+
 def _check_existing_collection(settings: MilvusSettings, args: dict[str, Any]) -> None:
     """``check_collection`` before ``langchain_milvus`` opens the collection: it would try to
     index the field this search needs, and fail obscurely where that field does not exist."""
@@ -297,25 +310,31 @@ def open_store(
             lite_log.addFilter(_lite_lock_filter)
     with _lock_for(args["uri"]):
         in_use = False
-        try:
-            _check_existing_collection(settings, args)
-            store = Milvus(
-                collection_name=settings.collection,
-                connection_args=args,
-                consistency_level=settings.consistency_level,
-                auto_id=False,
-                primary_field=settings.primary_field,
-                text_field=settings.content_field,
-                enable_dynamic_field=settings.metadata_field is None,
-                metadata_field=settings.metadata_field,
-                **_search_arguments(settings, embedding_model, device),
-            )
-        except ValueError:  # check_collection's refusal, whoever holds the lock
-            raise
-        except Exception:
-            if settings.is_server or not lite_lock_held(args["uri"]):
+        for attempt in (1, 2):
+            try:
+                _check_existing_collection(settings, args)
+                store = Milvus(
+                    collection_name=settings.collection,
+                    connection_args=args,
+                    consistency_level=settings.consistency_level,
+                    auto_id=False,
+                    primary_field=settings.primary_field,
+                    text_field=settings.content_field,
+                    enable_dynamic_field=settings.metadata_field is None,
+                    metadata_field=settings.metadata_field,
+                    **_search_arguments(settings, embedding_model, device),
+                )
+                break
+            except ValueError:  # check_collection's refusal, whoever holds the lock
                 raise
-            in_use = True
+            except Exception as error:
+                if settings.is_server and attempt == 1 and _stale_connection(error):
+                    logger.info("reconnecting to %s: %s", args["uri"], error)
+                    continue
+                if settings.is_server or not lite_lock_held(args["uri"]):
+                    raise
+                in_use = True
+                break
         if in_use:  # raised outside the handler: pymilvus's "Open local milvus failed" says less
             raise StoreInUseError("Milvus Lite file", args["uri"], "Milvus")
     with _registry_lock:

@@ -160,6 +160,32 @@ def test_missing_collection_is_a_branch_error(milvus_uri, tmp_path):
     assert "Milvus collection 'nowhere' does not exist" in " ".join(result["warnings"])
 
 
+def test_a_server_connection_sent_away_while_idle_is_opened_again_once(
+    milvus_server, tenant_corpus_file, tmp_path, monkeypatch
+):
+    """pymilvus reuses one channel per server; a channel the server sent away while idle
+    (``too_many_pings``) fails its recovery once with CONNECT_FAILED: the store opens again."""
+    from parallel_rag.backends import milvus
+    from pymilvus.exceptions import MilvusException
+
+    check = milvus._check_existing_collection
+    calls = []
+
+    def sent_away_once(settings, args):
+        calls.append(args["uri"])
+        if len(calls) == 1:
+            raise MilvusException(code=2, message="Fail connecting to server: Too many pings")
+        return check(settings, args)
+
+    forget_stores(milvus_server)
+    monkeypatch.setattr(milvus, "_check_existing_collection", sent_away_once)
+    config = pipeline(milvus_server, tmp_path, collection="sent_away")
+    ingest_paths([tenant_corpus_file], config, tmp_path, progress=False)
+    assert calls[:2] == [milvus_server, milvus_server]
+    searcher = retriever(milvus_server, tmp_path, **milvus_config(milvus_server, "sent_away"))
+    assert "Golden Gate" in searcher.invoke(BRIDGE_QUESTION, k=3)[0].page_content
+
+
 # ------------------------------------------------------------------------------- full text
 
 
