@@ -164,13 +164,13 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         if self._long_tokens is None or not texts:
             return self.document_matrix(texts).tolist()
         # short texts here, long ones to the wrapped model (bf16 on AMX: faster on long ones)
-        encoded = self._query_tokenizer.encode_batch([t.replace("\n", " ") for t in texts])
+        encoded = self._encode(texts)
         long = [len(e.ids) > self._long_tokens for e in encoded]
         short_rows = [i for i, is_long in enumerate(long) if not is_long]
         long_rows = [i for i, is_long in enumerate(long) if is_long]
         vectors: list = [None] * len(texts)
         if short_rows:
-            matrix = self.document_matrix([texts[i] for i in short_rows])
+            matrix = self._matrix([encoded[i] for i in short_rows])
             for i, row in zip(short_rows, matrix.tolist(), strict=True):
                 vectors[i] = row
         if long_rows:
@@ -184,9 +184,15 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         length and run ``DOCUMENT_BATCH`` at a time, each batch padded to its longest text
         only (padding is masked out of attention and pooling, so a vector does not depend on
         its batch)."""
+        return self._matrix(self._encode(texts))
+
+    def _encode(self, texts: list[str]) -> list:
         # newlines as spaces, as HuggingFaceEmbeddings does
-        encoded = self._query_tokenizer.encode_batch([t.replace("\n", " ") for t in texts])
-        lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.int64, count=len(texts))
+        return self._query_tokenizer.encode_batch([t.replace("\n", " ") for t in texts])
+
+    def _matrix(self, encoded: list) -> np.ndarray:
+        """``document_matrix`` of texts already tokenized."""
+        lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.int64, count=len(encoded))
         order = np.argsort(lengths, kind="stable")
         matrix: np.ndarray | None = None
         for start in range(0, len(order), DOCUMENT_BATCH):
@@ -203,7 +209,7 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
                 feed["token_type_ids"][slot, :size] = item.type_ids
             vectors = self._document_session.run(None, feed)[0]
             if matrix is None:
-                matrix = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+                matrix = np.empty((len(encoded), vectors.shape[1]), dtype=np.float32)
             matrix[rows] = vectors
         return matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
 
