@@ -184,10 +184,11 @@ def store_sentence_vectors(
         store.close()
     if not missing:
         return 0
-    reused = [t for t in missing if known and t in known]
+    known = known or {}
+    reused = [t for t in missing if t in known]
     if reused:
-        store.put(reused, np.asarray([known[t] for t in reused]))  # type: ignore[index]
-        missing = [t for t in missing if t not in known]  # type: ignore[operator]
+        store.put(reused, np.asarray([known[t] for t in reused]))
+        missing = [t for t in missing if t not in known]
     if not missing:
         return 0
     embeddings = load_embeddings(model, device)
