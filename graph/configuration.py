@@ -29,6 +29,7 @@ from parallel_rag.nodes.fuse import (
     DEFAULT_FUSION_K,
     DEFAULT_FUSION_METHOD,
     FusionMethod,
+    method_for_k,
 )
 from parallel_rag.nodes.rerank.listwise import validate_ranking_prompt
 from parallel_rag.nodes.rewrite.rewriters import validate_prompt
@@ -334,22 +335,22 @@ class FusionConfig(_Strict):
         "every other retriever defaults to 1",
     )
 
+    # the rule is nodes/fuse.py's method_for_k, shared with a run's knobs; here in two steps,
+    # as a method left out of the file is only seen before validation fills in the default
+    _PATHS: ClassVar[dict[str, str]] = {"k_path": "fusion.k", "method_path": "fusion.method"}
+
     @model_validator(mode="before")
     @classmethod
     def _bare_k_means_rrf(cls, data: Any) -> Any:
         if isinstance(data, dict) and "k" in data and "method" not in data:
-            return {**data, "method": "rrf"}
+            return {**data, "method": method_for_k(None, k_given=True, **cls._PATHS)}
         return data
 
     @field_validator("k")
     @classmethod
     def _k_is_rrfs(cls, k: int, info: ValidationInfo) -> int:
-        method = info.data.get("method")
-        if method is not None and method != "rrf":
-            raise ValueError(
-                f"k is the RRF constant, and fusion.method is {method!r}: drop fusion.k, "
-                "or set fusion.method: rrf"
-            )
+        # no method in info.data: it failed its own validation, which reports it
+        method_for_k(info.data.get("method"), k_given=True, **cls._PATHS)
         return k
 
     @model_serializer(mode="wrap")

@@ -26,7 +26,7 @@ from langchain_core.runnables import RunnableConfig
 from parallel_rag.backends.registry import setting_names
 from parallel_rag.graph.configuration import MAX_RETRIEVERS, RewriterConfig
 from parallel_rag.graph.errors import FieldError, problems
-from parallel_rag.nodes.fuse import FusionMethod
+from parallel_rag.nodes.fuse import FusionMethod, method_for_k
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -102,20 +102,14 @@ class RAGContext(BaseModel):
     @field_validator("fusion_method")
     @classmethod
     def _k_means_rrf(cls, method: str | None, info: ValidationInfo) -> str | None:
-        # the configuration's rule (graph/configuration.py FusionConfig), per run: a k without
-        # a method asks for RRF, and a k beside a score method is refused (it would go unused),
-        # so a run asking for RRF's k never fuses another way in silence
-        k = info.data.get("fusion_k")
-        if k is None:
-            return method
-        if method is None:
-            return "rrf"
-        if method != "rrf":
-            raise ValueError(
-                f"fusion_k is the RRF constant, and fusion_method is {method!r}: drop fusion_k, "
-                "or set fusion_method: rrf"
-            )
-        return method
+        # the configuration's rule (nodes/fuse.py method_for_k), per run: a fusion_k without a
+        # method asks for RRF, and one beside a score method is refused here
+        return method_for_k(
+            method,
+            k_given=info.data.get("fusion_k") is not None,
+            k_path="fusion_k",
+            method_path="fusion_method",
+        )
 
 
 KNOBS: frozenset[str] = frozenset(RAGContext.model_fields)

@@ -58,6 +58,30 @@ DEFAULT_DENSE_WEIGHT = 0.75
 FLAT_SCORE = 1.0  # every hit of a branch whose scores do not spread: each is its best
 
 
+def method_for_k(method: str | None, *, k_given: bool, k_path: str, method_path: str) -> str | None:
+    """The fusion method asked for beside a ``k``: the one rule the configuration file's
+    ``fusion:`` block and a run's ``fusion_k`` / ``fusion_method`` knobs both follow.
+
+    A ``k`` without a method (``method`` None) asks for RRF, the seed's way; a ``k`` beside a
+    score method is refused, as it would go unused, so settings written for RRF never fuse
+    another way in silence. Without a ``k`` the method is returned as given.
+
+    ``k_path`` and ``method_path`` are the fields as the user writes them (``fusion.k``,
+    ``fusion_k``); the refusal says which to drop or set, and calls ``k`` by its own field
+    name (the last part of ``k_path``), so it reads right wherever the caller places it."""
+    if not k_given:
+        return method
+    if method is None:
+        return "rrf"
+    if method != "rrf":
+        k_name = k_path.rpartition(".")[2]
+        raise ValueError(
+            f"{k_name} is the RRF constant, and {method_path} is {method!r}: drop {k_path}, "
+            f"or set {method_path}: rrf"
+        )
+    return method
+
+
 def order_branches(branches: Iterable[BranchResult]) -> list[BranchResult]:
     """View order, then retriever order: the deterministic order fusion reads branches in."""
     return sorted(branches, key=lambda b: (b["view_index"], b["retriever_index"]))
