@@ -87,10 +87,19 @@ class HybridRetriever(SearchKwargsRetriever):
         """The primary's: the fallback may never run."""
         return query_embedding(self.primary)
 
+    def legs(self) -> dict[str, BaseRetriever]:
+        """The retrievers this one runs, by leg (the fallback when there is one): a graph run
+        takes, at its start, the revision of each leg that reads one
+        (``revisions.hold_stores_for_run``), as it does of its own branches."""
+        legs = {"primary": self.primary}
+        if self.fallback is not None:
+            legs["fallback"] = self.fallback
+        return legs
+
     def warm_up(self) -> None:
         """Open both legs now (see ``SearchKwargsRetriever.warm_up``); a leg that cannot be
         opened does not keep the other closed, and the first error is raised after both."""
-        failed = warm_up_each([("primary", self.primary), ("fallback", self.fallback)])
+        failed = warm_up_each(list(self.legs().items()))
         if failed:
             raise next(iter(failed.values()))
 

@@ -10,10 +10,10 @@ ones. Readers ask ``LiveRevisions`` for the live revision: opened once per proce
 again when ``CURRENT`` names a new one.
 
 Within one run of a graph (``run_scope``, which ``RAGGraph`` opens), every search of a store
-gets the revision live when the run started (``hold_stores_for_run`` takes it then;
-``held_for_run`` gives it back): a run whose rewriting, query views or branches straddle an
-ingest still reads one revision of each store, whole. The BM25 retriever keeps its loaded
-index the same way.
+gets the revision live when the run started (``hold_stores_for_run`` takes it then, for
+each branch's retriever and each leg of a hybrid branch; ``held_for_run`` gives it back): a
+run whose rewriting, query views, branches or fallback legs straddle an ingest still reads
+one revision of each store, whole. The BM25 retriever keeps its loaded index the same way.
 """
 
 from __future__ import annotations
@@ -96,9 +96,15 @@ def hold_stores_for_run(retrievers: Iterable[Any]) -> None:
     """A run's start (inside ``run_scope``): each retriever that reads a published revision or
     a loaded index (``reads_revisions``) takes the one live now (its ``warm_up``: a ``stat``
     or a read of ``CURRENT`` when nothing changed), so every search of the run, however late,
-    reads what was live when the run started. One that cannot open its store (nothing ingested
-    yet) is left to fail in its branch, as it would have."""
+    reads what was live when the run started. A retriever that runs others (``legs()``: a
+    hybrid's primary and fallback) has each of its legs held the same way, the fallback too
+    though it may search last or never; a leg that reads no revision (a remote API) is not
+    called. One that cannot open its store (nothing ingested yet) is left to fail in its
+    branch, as it would have."""
     for retriever in retrievers:
+        legs = getattr(retriever, "legs", None)
+        if callable(legs):
+            hold_stores_for_run(legs().values())
         if getattr(retriever, "reads_revisions", False):
             try:
                 retriever.warm_up()

@@ -2,24 +2,36 @@
 ``held_for_run``): inside a run, every later search of a store gets what the run's first
 search got, in the run's threads too, even after a newer revision is published or a new BM25
 index saved; outside a run, and in the next run, the newest. ``RAGGraph.stream``/``astream``
-open the scope (``tests/integration/test_ingest_while_serving.py`` drives a whole graph)."""
+open the scope and take each store's revision at the run's start, a ``hybrid`` branch's legs
+too: here a real graph over BM25 indexes written by real ingests, held before its hybrid
+branch's first search (``tests/integration/test_ingest_while_serving.py`` drives the
+shipped defaults through the servers)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from parallel_rag.backends.base import SearchKwargsRetriever
 from parallel_rag.backends.bm25 import BM25Index, BM25Retriever
+from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.backends.revisions import (
     LiveRevisions,
     held_for_run,
+    hold_stores_for_run,
     new_revision,
     publish,
     run_scope,
     write_lock,
 )
+from parallel_rag.graph import build_graph
+from parallel_rag.graph.loading import parse_config
+from parallel_rag.studio.ingestion import ingest_paths
+from pydantic import Field
 
 WAIT = 60
 
@@ -139,3 +151,157 @@ def test_a_store_the_run_could_not_open_fails_each_search_without_reading_again(
             in_thread(lambda: live.get(tmp_path))
     assert opened == []
     assert live.get(tmp_path) == "x"
+
+
+# -- a hybrid branch's legs --------------------------------------------------------------------
+
+OLD_FILE, NEW_FILE = "old.md", "new.md"
+FILES = {
+    OLD_FILE: "# The old bridge\n\nThe old stone bridge spans the river Vire at Pontfarcy.\n",
+    NEW_FILE: "# The new bridge\n\nA new steel bridge spans the river Vire below the weir.\n",
+}
+QUESTION = "Which bridge spans the river Vire?"
+
+
+def bm25_at(index_path: str, name: str) -> dict:
+    return {"name": name, "backend": "bm25", "backend_config": {"index_path": index_path}}
+
+
+INDEX = "index"
+INGEST = {"retrievers": [bm25_at(INDEX, "lexical"), bm25_at(INDEX, "again")]}
+"""What the tests ingest with: the one BM25 index ``INDEX`` (the entries write the same one)."""
+
+
+def hybrid_config(primary: dict, fallback: dict | None = None) -> dict:
+    """A graph of a ``hybrid`` branch, ``kb``, beside a BM25 branch, ``direct``, over ``INDEX``
+    (lexical-only extractive answers: no embedding model)."""
+    legs = {"primary": primary, **({"fallback": fallback} if fallback else {})}
+    return {
+        "retrievers": [
+            {"name": "kb", "backend": "hybrid", "backend_config": legs},
+            bm25_at(INDEX, "direct"),
+        ],
+        "generator": {"min_similarity": None},
+    }
+
+
+def ingest(base_dir: Path, *names: str) -> None:
+    """``names`` written as Markdown files under ``base_dir``/docs and ingested (a real ingest:
+    it publishes a new save of ``INDEX``)."""
+    docs = base_dir / "docs"
+    docs.mkdir(exist_ok=True)
+    for name in names:
+        (docs / name).write_text(FILES[name], encoding="utf-8")
+    ingest_paths([docs], parse_config(INGEST), base_dir, progress=False)
+
+
+class Gate:
+    """Holds each call that reaches it until ``opened``; ``arrived`` once one did."""
+
+    def __init__(self) -> None:
+        self.arrived, self.opened = threading.Event(), threading.Event()
+
+    def __call__(self) -> None:
+        self.arrived.set()
+        assert self.opened.wait(WAIT)
+
+
+def gate_before(monkeypatch, leg: str) -> Gate:
+    """A gate before every hybrid's ``run_primary`` or ``run_fallback`` (``leg``): the graph
+    reaches it before that leg searched, so before it opened its store."""
+    gate, run_leg = Gate(), getattr(HybridRetriever, leg)
+    monkeypatch.setattr(HybridRetriever, leg, lambda self, call: (gate(), run_leg(self, call))[1])
+    return gate
+
+
+def run_while_ingesting(graph, gate: Gate, publish_new) -> dict:
+    """``graph`` asked QUESTION in a thread; once it reaches ``gate``, ``publish_new()``, then
+    the run goes on: its result."""
+    answers: list[dict] = []
+    run = threading.Thread(
+        target=lambda: answers.append(graph.invoke({"query": QUESTION, "top_k": 5}))
+    )
+    run.start()
+    try:
+        assert gate.arrived.wait(WAIT), "the hybrid branch never searched"
+        publish_new()
+    finally:
+        gate.opened.set()
+        run.join(WAIT)
+    (result,) = answers
+    return result
+
+
+def files_of(result: dict, branch: str) -> set[str]:
+    """The files of the documents ``branch`` found."""
+    return {
+        Path(document["metadata"]["source"]).name
+        for document in result["documents"]
+        if any(source["retriever"] == branch for source in document["sources"])
+    }
+
+
+def assert_old_then_new(held: dict, graph) -> None:
+    """``held`` found the old file only, in both branches; the next run finds both files."""
+    assert (files_of(held, "kb"), files_of(held, "direct")) == ({OLD_FILE}, {OLD_FILE})
+    after = graph.invoke({"query": QUESTION, "top_k": 5})
+    assert files_of(after, "kb") == files_of(after, "direct") == {OLD_FILE, NEW_FILE}
+
+
+def kb_record(result: dict) -> tuple:
+    record = next(b for b in result["branches"] if b["retriever"] == "kb")
+    return record["status"], record["served_by"], record["fallback_used"]
+
+
+def test_a_hybrid_primary_reads_the_index_live_when_the_run_started(tmp_path, monkeypatch):
+    """Held before the hybrid's primary searched, while an ingest publishes a new save: it
+    answers from the save live at the run's start, as the other branch does."""
+    ingest(tmp_path, OLD_FILE)
+    graph = build_graph(hybrid_config(bm25_at(INDEX, "lexical")), base_dir=tmp_path)
+    gate = gate_before(monkeypatch, "run_primary")
+    held = run_while_ingesting(graph, gate, lambda: ingest(tmp_path, NEW_FILE))
+    assert kb_record(held) == ("ok", "lexical", False)
+    assert_old_then_new(held, graph)
+
+
+def test_a_hybrid_fallback_reads_the_index_live_when_the_run_started(tmp_path, monkeypatch):
+    """The primary's index was never written (it fails: the fallback runs after it, in a node
+    of its own); the fallback is held before its first search while an ingest publishes."""
+    ingest(tmp_path, OLD_FILE)
+    config = hybrid_config(bm25_at("never-ingested", "unbuilt"), bm25_at(INDEX, "local"))
+    graph = build_graph(config, base_dir=tmp_path)
+    gate = gate_before(monkeypatch, "run_fallback")
+    held = run_while_ingesting(graph, gate, lambda: ingest(tmp_path, NEW_FILE))
+    assert kb_record(held) == ("ok", "local", True)
+    assert_old_then_new(held, graph)
+
+
+class WarmedLeg(SearchKwargsRetriever):
+    """Records its ``warm_up``; ``fails`` makes it raise there (nothing ingested yet)."""
+
+    reads_revisions: ClassVar[bool] = True
+    fails: bool = False
+    warmed: list[str] = Field(default_factory=list)
+
+    def warm_up(self) -> None:
+        self.warmed.append("warm_up")
+        if self.fails:
+            raise LookupError("nothing ingested here yet")
+
+    def _get_relevant_documents(self, query, *, run_manager, **kwargs):
+        return []
+
+
+class RemoteLeg(WarmedLeg):
+    """A leg that reads no revision (a remote API): a run's start must not call it."""
+
+    reads_revisions: ClassVar[bool] = False
+
+
+def test_a_run_holds_the_hybrid_legs_that_read_revisions_and_calls_no_other():
+    remote, store, missing = RemoteLeg(), WarmedLeg(), WarmedLeg(fails=True)
+    with run_scope():
+        hold_stores_for_run(
+            [HybridRetriever(primary=remote, fallback=store), HybridRetriever(primary=missing)]
+        )
+    assert (remote.warmed, store.warmed, missing.warmed) == ([], ["warm_up"], ["warm_up"])
