@@ -57,6 +57,7 @@ from parallel_rag.studio.document_loading import (
     load_chunks,
 )
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, MissingExtraError
+from parallel_rag.studio.process_memory import give_back_free_memory, map_large_blocks
 from tqdm.auto import tqdm
 
 if TYPE_CHECKING:
@@ -334,7 +335,10 @@ def write_batches(
 ) -> IngestReport:
     """Write batches of whole files' chunks into ``targets``: every store is opened before the
     first write, then per batch each file's chunks replace what a store held for it, skipping
-    the stores whose chunks of that file are unchanged (see the module)."""
+    the stores whose chunks of that file are unchanged (see the module). The encoder's large
+    tensors are mapped on their own and freed memory is given back after each stage
+    (``process_memory``), so a batch's peak is not carried into the next."""
+    map_large_blocks()
     stored = config.generator.sentence_vectors
     context = replace(
         backend_context(base_dir, config.embeddings),
@@ -379,12 +383,14 @@ def write_batch(
     model, device = config.embeddings.model, config.embeddings.device
     bar.set_postfix_str(f"embedding chunks; {report.sentences} sentence vectors so far")
     vectors = embed_chunks(to_embed, model, device, progress=False, bar=bar)
+    give_back_free_memory()
     row_of = {c.id: row for row, c in enumerate(to_embed)}
     report.chunks += len(chunks)
     report.embedded += len(to_embed)
     known = {c.content: vectors[row] for row, c in enumerate(to_embed)}
     bar.set_postfix_str(f"embedding sentences; {report.sentences} so far")
     report.sentences += store_sentence_vectors(chunks, config, base_dir, False, known)
+    give_back_free_memory()
     bar.set_postfix_str(f"writing {len(labels)} index(es); {report.sentences} sentence vectors")
     written = set()
     for label, writer, files_to_write in zip(labels, writers, to_write, strict=True):
@@ -399,4 +405,5 @@ def write_batch(
         )
         writer.write(batch, sorted(files_to_write))
         written.add(label)
+    give_back_free_memory()
     return written
