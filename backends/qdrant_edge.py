@@ -62,6 +62,7 @@ from parallel_rag.backends.embeddings import (
     load_embeddings,
     resolve_model,
 )
+from parallel_rag.backends.mapped_files import populate_mapped
 from parallel_rag.backends.revisions import (
     LiveRevisions,
     current_file_of,
@@ -85,6 +86,7 @@ from qdrant_edge import (
     MatchAny,
     MatchValue,
     Memory,
+    PayloadSchemaType,
     PayloadSelector,
     Point,
     QuantizationSearchParams,
@@ -482,6 +484,8 @@ class OpenRevision:
         self.sentences = (
             EdgeShard.load(str(sentences)) if (sentences / "edge_config.json").is_file() else None
         )
+        # stored cold so that ingest never reads a whole collection in; a reader wants it all
+        populate_mapped(folder)
 
 
 _open: LiveRevisions[OpenRevision] = LiveRevisions(
@@ -503,45 +507,68 @@ def stored_fingerprints(directory: Path, file_ids: Sequence[str]) -> set[Fingerp
     """(chunk id, file id, ``chunk_hash``) of every chunk the files have in the live revision:
     what ingest compares with fresh chunks to leave unchanged files alone."""
     found: set[Fingerprint] = set()
-    if not file_ids or current_revision(directory) is None:
+    revision = current_revision(directory)
+    if not file_ids or revision is None:
         return found
-    shard = open_revision(directory).shard
-    offset = None
-    while True:
-        records, offset = shard.scroll(
-            ScrollRequest(
-                offset=offset, limit=1024, filter=files_filter(file_ids), with_payload=True
+    # the passage shard alone, opened for this scroll and closed: ingest asks before every
+    # batch and must not hold (or read in) a collection that may be larger than its memory
+    shard = EdgeShard.load(str(directory / revision))
+    try:
+        offset = None
+        while True:
+            records, offset = shard.scroll(
+                ScrollRequest(
+                    offset=offset, limit=1024, filter=files_filter(file_ids), with_payload=True
+                )
             )
-        )
-        for record in records:
-            payload = record.payload or {}
-            metadata = payload.get("metadata") or {}
-            found.add((payload.get("id"), metadata.get("file_id"), metadata.get("chunk_hash")))
-        if offset is None:
-            return found
+            for record in records:
+                payload = record.payload or {}
+                metadata = payload.get("metadata") or {}
+                found.add((payload.get("id"), metadata.get("file_id"), metadata.get("chunk_hash")))
+            if offset is None:
+                return found
+    finally:
+        shard.close()
+
+
+INDEXED_FIELDS = ("id", "metadata.file_id")
+"""Payload fields with a keyword index in every shard: a write deletes by them (the files it
+replaces, the chunks it writes again) and ingest scrolls by file, and without an index each
+of those reads every point's payload, the whole collection in every batch."""
+
+
+def index_payload(shard: EdgeShard) -> None:
+    """Give ``shard`` the ``INDEXED_FIELDS`` indexes it lacks (one written before they were
+    kept gets them, built once, at its next write)."""
+    have = shard.info().payload_schema
+    for field in INDEXED_FIELDS:
+        if field not in have:
+            shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
 
 
 def shard_config(settings: QdrantEdgeSettings, dimension: int, ef_construct: int) -> EdgeConfig:
     """A shard's engine settings; ``ef_construct`` is the passage or the sentence shard's."""
     return EdgeConfig(
-        vectors=EdgeVectorParams(size=dimension, distance=Distance.Cosine),
+        # everything stored cold (mapped, read on first touch): a write opens the whole
+        # collection and must not read it in; a reader reads its revision in when it opens it
+        # (``OpenRevision``: ``mapped_files.populate_mapped``), as ``cached`` storage would
+        vectors=EdgeVectorParams(size=dimension, distance=Distance.Cosine, memory=Memory.Cold),
         hnsw_config=HnswIndexConfig(
             m=settings.m,
             ef_construct=ef_construct,
             full_scan_threshold=settings.full_scan_threshold_kb,
         ),
         quantization_config=ScalarQuantizationConfig(
-            type=ScalarType.Int8, quantile=0.99, memory=Memory.Cached
+            type=ScalarType.Int8, quantile=0.99, memory=Memory.Cold
         )
         if settings.quantization == "int8"
         else None,
         max_search_threads=1,  # one request, one core: parallelism comes from the branches
         wal_enabled=False,  # revisions are published complete; a WAL would lock out readers
-        # payloads (chunk text, metadata, sentence owners) mapped and read into memory when the
-        # shard opens: every search reads the payloads of its hits, and on the engine's default
-        # (cold, read from disk on first touch) a query meeting points no earlier query met
-        # paid about one disk read per hit (5 of 14 ms at 100k chunks x 5 sentences)
-        payload_memory=Memory.Cached,
+        # payloads too: every search reads its hits' payloads, and unread, a query meeting
+        # points no earlier query met paid about one disk read per hit (5 of 14 ms at 100k
+        # chunks x 5 sentences), so readers read them in at open with the rest
+        payload_memory=Memory.Cold,
     )
 
 
@@ -621,6 +648,7 @@ def write_chunks(
                 folder.mkdir(parents=True, exist_ok=True)
                 shard = EdgeShard.create(str(folder), config)
             try:
+                index_payload(shard)
                 if replace_file_ids:
                     shard.update(
                         UpdateOperation.delete_points_by_filter(files_filter(replace_file_ids))
@@ -925,9 +953,11 @@ class QdrantEdgeStore(SettingsStore):
         """None (write every file again) when the collection was split into passages
         differently from what the settings now ask."""
         directory = self.settings.store_dir(self.context.base_dir)
-        if current_revision(directory) is not None:
+        revision = current_revision(directory)
+        if revision is not None:
             wanted = self.settings.passages.model_dump() if self.settings.passages else None
-            if open_revision(directory).manifest.get("passages") != wanted:
+            manifest = json.loads((directory / revision / MANIFEST_FILE).read_text("utf-8"))
+            if manifest.get("passages") != wanted:
                 return None
         return stored_fingerprints(directory, file_ids)
 

@@ -15,13 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from backend_servers import BRIDGE_QUESTION
+from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
+from parallel_rag.backends.mapped_files import mapped_ranges
 from parallel_rag.backends.qdrant_edge import (
+    OpenRevision,
     QdrantEdgeRetriever,
     QdrantEdgeSettings,
     current_revision,
     open_revision,
     search_params,
+    stored_fingerprints,
     write_chunks,
 )
 from parallel_rag.backends.revisions import CURRENT_FILE
@@ -29,8 +32,9 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
+from parallel_rag.studio.document_loading import file_id_for
 from parallel_rag.studio.ingestion import ingest_paths
-from qdrant_edge import QuantizationSearchParams, Query, QueryRequest, SearchParams
+from qdrant_edge import EdgeShard, QuantizationSearchParams, Query, QueryRequest, SearchParams
 
 EdgeEntry = ENTRY_MODELS["qdrant_edge"]
 
@@ -120,19 +124,17 @@ def test_the_store_persists_and_another_process_reads_it(ingested):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == here
 
 
-def test_payloads_are_held_in_memory_not_read_from_disk_per_hit(ingested):
-    # every search reads its hits' payloads: kept on disk "cold", a query meeting points no
-    # earlier query met pays a disk read per hit, so both shards' segments hold them in RAM
-    entry, base_dir, _ = ingested
-    held = open_revision(QdrantEdgeSettings(path="edge").store_dir(base_dir))
-    folder = QdrantEdgeSettings(path="edge").store_dir(base_dir) / held.revision
-    segments = sorted(folder.glob("segments/*/segment.json")) + sorted(
-        folder.glob("sentences/segments/*/segment.json")
-    )
-    assert any("sentences" in str(p) for p in segments), segments
-    for segment in segments:
-        config = json.loads(segment.read_text())["config"]
-        assert config["payload_storage_type"]["type"] == "in_ram_mmap", segment
+def test_ingest_asks_what_is_stored_without_holding_the_collection(ingested, tenant_corpus_file):
+    # ingest asks each store for its fingerprints before every batch: the dense store opens
+    # its passage shard for that and closes it, so nothing of the collection stays mapped
+    _, base_dir, _ = ingested
+    directory = QdrantEdgeSettings(path="edge").store_dir(base_dir)
+    file_id = file_id_for(tenant_corpus_file)
+    held = set(mapped_ranges(directory))  # what other tests' readers hold
+    found = stored_fingerprints(directory, [file_id])
+    assert len(found) == len(TENANT_DOCS)
+    assert {held_file for _, held_file, _ in found} == {file_id}
+    assert set(mapped_ranges(directory)) == held
 
 
 def test_reingesting_unchanged_files_leaves_the_store_alone(ingested, tenant_corpus_file):
@@ -217,7 +219,7 @@ def test_an_indexed_segment_is_searched_on_8bit_copies_and_scored_by_its_vectors
     assert (settings.quantization, settings.oversampling) == ("int8", 2.0)
     ids = write(settings, vectors)
     assert segment_quantization(settings) == [
-        {"scalar": {"type": "int8", "quantile": 0.99, "memory": "cached"}}
+        {"scalar": {"type": "int8", "quantile": 0.99, "memory": "cold"}}
     ]
     unscaled = QdrantEdgeSettings(path=str(tmp_path / "float"), passages=None, quantization=None)
     write(unscaled, vectors)
@@ -244,6 +246,46 @@ def test_an_indexed_segment_is_searched_on_8bit_copies_and_scored_by_its_vectors
         )
     assert np.mean(overlap) >= 0.95
     assert rounded  # what the copies alone score differs: the scores above were rescored
+
+
+def resident_share(ranges: set[tuple[int, int]]) -> float:
+    """The share of the pages of these mappings of this process that is resident."""
+    size = resident = 0
+    current = False
+    with open("/proc/self/smaps", encoding="utf-8") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(part, 16) for part in head.split("-"))
+                current = (start, end) in ranges
+                size += (end - start) if current else 0
+            elif current and head == "Rss:":
+                resident += int(line.split()[1]) * 1024
+    return resident / size if size else 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads /proc (Linux)")
+def test_segments_are_stored_cold_and_a_reader_reads_its_revision_in(tmp_path):
+    # a write must not read the whole collection in (ingest's memory would grow with the
+    # corpus), so segments are stored cold; a reader wants every page in before its first
+    # query, so opening a revision populates its own mappings of it
+    settings = QdrantEdgeSettings(path=str(tmp_path), passages=None)
+    write(settings, clustered_vectors(12_000, 384, seed=4))
+    directory = settings.store_dir()
+    folder = directory / current_revision(directory)
+    for segment in folder.glob("segments/*/segment.json"):
+        config = json.loads(segment.read_text())["config"]
+        assert config["payload_storage_type"]["type"] == "mmap", segment
+        assert "InRam" not in config["vector_data"][""]["storage_type"], segment
+
+    writer_view = EdgeShard.load(str(folder))  # what a write opens: pages not read in
+    try:
+        assert resident_share(set(mapped_ranges(folder))) < 0.5
+    finally:
+        writer_view.close()
+    reader = OpenRevision(directory, folder.name)
+    assert reader.shard.info().points_count == 12_000
+    assert resident_share(set(mapped_ranges(folder))) > 0.95
 
 
 def test_replacing_a_file_keeps_the_others_and_ids_are_stable(tmp_path):
