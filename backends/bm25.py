@@ -68,7 +68,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -268,7 +268,7 @@ def _top_k_candidates(
     return np.flatnonzero(work >= bound)
 
 
-def _normalise_chunks(chunks: Iterable[Any]) -> tuple[BM25Chunk, ...]:
+def normalise_chunks(chunks: Iterable[Any]) -> tuple[BM25Chunk, ...]:
     result: list[BM25Chunk] = []
     seen: set[str] = set()
     for position, chunk in enumerate(chunks):
@@ -291,6 +291,27 @@ def _normalise_chunks(chunks: Iterable[Any]) -> tuple[BM25Chunk, ...]:
         seen.add(doc_id)
         result.append(BM25Chunk(doc_id, content, dict(metadata)))
     return tuple(result)
+
+
+def tokenise(
+    chunks: Sequence[BM25Chunk], analyze: Any, term_ids: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks' term ids as one array and per-chunk offsets into it; a term not yet in
+    ``term_ids`` gets the next id there. One chunk at a time into a compact C-int buffer: no
+    per-token object is kept."""
+    known = term_ids.__getitem__
+    flat = array.array("i")
+    offsets = np.zeros(len(chunks) + 1, dtype=np.int64)
+    for i, chunk in enumerate(chunks, start=1):
+        terms = analyze(chunk.content)
+        try:
+            flat.extend(map(known, terms))
+        except KeyError:  # a new term: the ids appended before it stay, the rest follow
+            for term in terms[len(flat) - int(offsets[i - 1]) :]:
+                flat.append(term_ids.setdefault(term, len(term_ids)))
+        offsets[i] = len(flat)
+    token_ids = np.frombuffer(flat, dtype=np.intc) if flat else np.empty(0, np.intc)
+    return token_ids.astype(np.int32, copy=False), offsets
 
 
 def _token_batches(offsets: np.ndarray, budget: int) -> Iterable[tuple[int, int]]:
@@ -455,26 +476,13 @@ class BM25Index:
         order of ``chunks``. Metadata must be JSON-serialisable for :meth:`save`.
         """
         _check_params(engine, k1, b)
-        normalised = _normalise_chunks(chunks)
-        analyze = get_analyzer(analyzer).analyze
+        normalised = normalise_chunks(chunks)
         term_ids: dict[str, int] = {}
-        known = term_ids.__getitem__
-        # one chunk at a time into a compact C-int buffer: no per-token objects are kept
-        flat = array.array("i")
-        offsets = np.zeros(len(normalised) + 1, dtype=np.int64)
-        for i, chunk in enumerate(normalised, start=1):
-            terms = analyze(chunk.content)
-            try:
-                flat.extend(map(known, terms))
-            except KeyError:  # a new term: the ids appended before it stay, the rest follow
-                for term in terms[len(flat) - int(offsets[i - 1]) :]:
-                    flat.append(term_ids.setdefault(term, len(term_ids)))
-            offsets[i] = len(flat)
-        token_ids = np.frombuffer(flat, dtype=np.intc) if flat else np.empty(0, np.intc)
+        token_ids, offsets = tokenise(normalised, get_analyzer(analyzer).analyze, term_ids)
         return cls(
             chunks=normalised,
             vocabulary=list(term_ids),
-            token_ids=token_ids.astype(np.int32, copy=False),
+            token_ids=token_ids,
             token_offsets=offsets,
             analyzer=analyzer,
             engine=engine,
@@ -507,21 +515,7 @@ class BM25Index:
         return [flat[bounds[i] : bounds[i + 1]] for i in range(len(self._chunks))]
 
     def _build_bm25s(self) -> bm25s.BM25:
-        model = _CompactBM25(
-            k1=self._k1,
-            b=self._b,
-            method=BM25_VARIANT,
-            idf_method=BM25_VARIANT,
-            dtype=_SCORE_DTYPE,
-            backend="numpy",
-            csc_backend="numpy",
-        )
-        model.index(
-            _TermIdCorpus((self._token_ids, self._token_offsets), dict(self._term_ids)),
-            create_empty_token=False,
-            show_progress=False,
-        )
-        return model
+        return bm25s_model(self._token_ids, self._token_offsets, self._term_ids, self._k1, self._b)
 
     def _build_rank_bm25(self) -> LuceneBM25Okapi:
         vocab = self._vocabulary  # terms as shared str objects: dict keys cost no extra memory
@@ -648,27 +642,16 @@ class BM25Index:
 
     def _write(self, directory: Path) -> None:
         _write_chunks(directory / CHUNKS_FILE, self._chunks)
-        with open(directory / VOCAB_FILE, "w", encoding="utf-8") as f:
-            json.dump(self._vocabulary, f, ensure_ascii=False)
-        _write_token_ids(directory, self._token_ids, self._token_offsets)
-        if self._vocabulary:
-            model = self._bm25s if self._bm25s is not None else self._build_bm25s()
-            model.save(directory / BM25S_DIR, show_progress=False)
-        manifest = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "variant": BM25_VARIANT,
-            "analyzer": self._analyzer_name,
-            "k1": self._k1,
-            "b": self._b,
-            "num_chunks": len(self._chunks),
-            "num_terms": len(self._vocabulary),
-            "num_tokens": int(self._token_ids.size),
-            "bm25s_version": bm25s.__version__,
-        }
-        # Written last: a directory without a manifest is never taken for an index.
-        with open(directory / MANIFEST_FILE, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
+        write_terms(
+            directory,
+            self._vocabulary,
+            self._token_ids,
+            self._token_offsets,
+            analyzer=self._analyzer_name,
+            k1=self._k1,
+            b=self._b,
+            model=self._bm25s,
+        )
 
     @classmethod
     def load(
@@ -744,18 +727,76 @@ class BM25Index:
         )
 
 
+def bm25s_model(
+    token_ids: np.ndarray, offsets: np.ndarray, term_ids: Mapping[str, int], k1: float, b: float
+) -> bm25s.BM25:
+    """The bm25s model of a corpus given as term-id arrays (see ``_CompactBM25``)."""
+    model = _CompactBM25(
+        k1=k1,
+        b=b,
+        method=BM25_VARIANT,
+        idf_method=BM25_VARIANT,
+        dtype=_SCORE_DTYPE,
+        backend="numpy",
+        csc_backend="numpy",
+    )
+    model.index(
+        _TermIdCorpus((token_ids, offsets), dict(term_ids)),
+        create_empty_token=False,
+        show_progress=False,
+    )
+    return model
+
+
+def write_terms(
+    directory: Path,
+    vocabulary: Sequence[str],
+    token_ids: np.ndarray,
+    offsets: np.ndarray,
+    *,
+    analyzer: AnalyzerName,
+    k1: float,
+    b: float,
+    model: bm25s.BM25 | None = None,
+) -> None:
+    """Everything of an index but its chunks file, into ``directory``: the vocabulary, the term
+    ids, the bm25s model (built from the term ids unless given) and, last, the manifest."""
+    with open(directory / VOCAB_FILE, "w", encoding="utf-8") as f:
+        json.dump(list(vocabulary), f, ensure_ascii=False)
+    _write_token_ids(directory, token_ids, offsets)
+    if vocabulary:
+        if model is None:
+            model = bm25s_model(token_ids, offsets, {t: i for i, t in enumerate(vocabulary)}, k1, b)
+        model.save(directory / BM25S_DIR, show_progress=False)
+    manifest = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "variant": BM25_VARIANT,
+        "analyzer": analyzer,
+        "k1": k1,
+        "b": b,
+        "num_chunks": int(offsets.size - 1),
+        "num_terms": len(vocabulary),
+        "num_tokens": int(token_ids.size),
+        "bm25s_version": bm25s.__version__,
+    }
+    # Written last: a directory without a manifest is never taken for an index.
+    with open(directory / MANIFEST_FILE, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+
+
+def chunk_line(chunk: BM25Chunk) -> str:
+    """A chunk as its line of ``chunks.jsonl`` (newline included)."""
+    record = {"id": chunk.id, "content": chunk.content, "metadata": chunk.metadata}
+    try:
+        return json.dumps(record, ensure_ascii=False) + "\n"
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"chunk {chunk.id!r}: metadata is not JSON-serialisable ({exc})") from exc
+
+
 def _write_chunks(path: Path, chunks: Sequence[BM25Chunk]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        for chunk in chunks:
-            record = {"id": chunk.id, "content": chunk.content, "metadata": chunk.metadata}
-            try:
-                line = json.dumps(record, ensure_ascii=False)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(
-                    f"chunk {chunk.id!r}: metadata is not JSON-serialisable ({exc})"
-                ) from exc
-            f.write(line)
-            f.write("\n")
+        f.writelines(map(chunk_line, chunks))
 
 
 def _read_chunks(path: Path) -> tuple[BM25Chunk, ...]:
@@ -1017,11 +1058,11 @@ def build_retriever(request: BuildRequest) -> BM25Retriever:
 
 @dataclass
 class BM25Store(SettingsStore):
-    """Ingest's writer for a BM25 index: a write rebuilds the index with the replaced files'
-    chunks swapped for the new ones and saves it atomically."""
+    """Ingest's writer for a BM25 index: a write saves the index with the replaced files'
+    chunks swapped for the new ones, atomically; both it and ``fingerprints`` read the saved
+    files as streams and arrays, never loading the index (``bm25_updates``)."""
 
     needs_vectors: ClassVar[bool] = False
-    _index: BM25Index | None = field(default=None, init=False, repr=False)
 
     @property
     def path(self) -> Path:
@@ -1030,31 +1071,26 @@ class BM25Store(SettingsStore):
     def open(self) -> None:
         recover_interrupted_save(self.path)
 
-    def _stored(self) -> BM25Index | None:
-        if self._index is None and self.path.exists():
-            self._index = BM25Index.load(self.path, "bm25s")  # only its chunks are needed
-        return self._index
-
     def fingerprints(self, file_ids: Sequence[str]) -> set[Fingerprint] | None:
-        index = self._stored()
-        if index is None or (index.k1, index.b) != (self.settings.k1, self.settings.b):
+        from parallel_rag.backends import bm25_updates  # it builds on this module
+
+        manifest = bm25_updates.stored_manifest(self.path)
+        if manifest is None or (manifest["k1"], manifest["b"]) != (
+            self.settings.k1,
+            self.settings.b,
+        ):
             return None  # no index yet, or one scored with other parameters: rebuild it all
-        wanted = set(file_ids)
-        return {
-            (c.id, c.metadata.get("file_id"), c.metadata.get("chunk_hash"))
-            for c in index.chunks
-            if c.metadata.get("file_id") in wanted
-        }
+        return bm25_updates.stored_fingerprints(self.path, file_ids)
 
     def write(self, batch: ChunkBatch, replace_file_ids: Sequence[str]) -> None:
-        replaced = set(replace_file_ids)
-        index = self._stored()
-        kept = [
-            (c.id, c.content, c.metadata)
-            for c in (index.chunks if index is not None else ())
-            if c.metadata.get("file_id") not in replaced
-        ]
-        self._save(kept + list(zip(batch.ids, batch.texts, batch.metadatas, strict=True)))
+        from parallel_rag.backends import bm25_updates  # it builds on this module
+
+        chunks = list(zip(batch.ids, batch.texts, batch.metadatas, strict=True))
+        if bm25_updates.stored_manifest(self.path) is None:
+            self._save(chunks)
+            return
+        s = self.settings
+        bm25_updates.replace_files(self.path, replace_file_ids, chunks, k1=s.k1, b=s.b)
 
     def write_collection(self, batch: ChunkBatch) -> None:
         """An index of ``batch`` alone (a collection's chunks carry no file id to replace)."""
@@ -1063,7 +1099,6 @@ class BM25Store(SettingsStore):
     def _save(self, chunks: list[tuple[str, str, dict[str, Any]]]) -> None:
         s = self.settings
         BM25Index.from_chunks(chunks, engine=s.engine, k1=s.k1, b=s.b).save(self.path)
-        self._index = None
 
 
 BACKEND = BackendSpec(
