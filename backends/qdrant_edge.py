@@ -77,6 +77,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from qdrant_edge import (
     Distance,
     EdgeConfig,
+    EdgeOptimizersConfig,
     EdgeShard,
     EdgeVectorParams,
     FieldCondition,
@@ -106,6 +107,7 @@ WRITE_BATCH = 1024
 PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
 DEFAULT_SENTENCE_WEIGHT = 0.5
+DEFAULT_SEGMENT_MB = 256
 ID_CACHE_CHUNKS = 8192  # chunks whose sentence point ids are kept (about 1 KB each)
 # What a search reads of each hit's payload. The shard keeps payloads on disk and reading a
 # whole one (content, metadata) costs far more than the vector search itself, so a search reads
@@ -200,6 +202,15 @@ class QdrantEdgeSettings(BaseModel):
         ge=1,
         description="with quantization: hits rescored with the stored vectors per hit wanted "
         "(at 1M vectors, 1: recall@10 0.95 against exact search; 2: 1.00)",
+    )
+    segment_mb: int | None = Field(
+        default=DEFAULT_SEGMENT_MB,
+        ge=16,
+        description="the largest segment a write builds, in MB of stored vectors: a write "
+        "merges its points into segments up to this size, so it reads and rewrites at most "
+        "about this much whatever the collection's size and ingest's memory stays flat; a "
+        "search visits every segment, so fewer, larger ones search faster. null: the engine "
+        "merges everything into one segment, rewritten by every write",
     )
     full_scan_threshold_kb: int = Field(
         default=10_000, ge=0, description="segments smaller than this are searched exactly"
@@ -569,6 +580,9 @@ def shard_config(settings: QdrantEdgeSettings, dimension: int, ef_construct: int
         # points no earlier query met paid about one disk read per hit (5 of 14 ms at 100k
         # chunks x 5 sentences), so readers read them in at open with the rest
         payload_memory=Memory.Cold,
+        optimizers=EdgeOptimizersConfig(max_segment_size=settings.segment_mb * 1024)
+        if settings.segment_mb is not None
+        else None,
     )
 
 

@@ -302,6 +302,43 @@ def test_replacing_a_file_keeps_the_others_and_ids_are_stable(tmp_path):
     assert len(revisions) <= 2  # the live one and the previous, for readers still on it
 
 
+def segment_files(settings) -> dict[str, dict[str, tuple[int, int]]]:
+    """Each segment of the live revision's passage shard: the size and mtime of each file of
+    its vectors and its HNSW graph (a flush touches the small bookkeeping files of every
+    segment, deleted-point flags included)."""
+    folder = settings.store_dir() / current_revision(settings.store_dir())
+    return {
+        segment.name: {
+            str(f.relative_to(segment)): (f.stat().st_size, f.stat().st_mtime_ns)
+            for part in ("vector_storage", "vector_index")
+            for f in (segment / part).rglob("*")
+            if f.is_file() and f.name != "deleted.dat"
+        }
+        for segment in (folder / "segments").iterdir()
+    }
+
+
+def test_a_write_leaves_full_segments_alone_and_every_point_findable(tmp_path):
+    # without a cap each write merged its points into the collection's one segment, reading
+    # and rewriting all of it (a write's memory and CPU grew with the collection); capped, a
+    # segment that is full is copied into the next revision as it is and never rewritten
+    settings = QdrantEdgeSettings(path=str(tmp_path), passages=None, segment_mb=16)
+    vectors = clustered_vectors(24_000, 384, seed=5)  # 36 MB of vectors: two segments and more
+    ids = []
+    for n, first in enumerate(range(0, 24_000, 6_000)):
+        ids += write(settings, vectors[first : first + 6_000], first=first, file_id=f"f{n}")
+        if n == 2:
+            before = segment_files(settings)
+    after = segment_files(settings)
+    full = [name for name, files in before.items() if name in after and after[name] == files]
+    assert full, (before.keys(), after.keys())  # untouched by the fourth write
+    assert len(after) >= 3
+    held = open_revision(settings.store_dir())
+    assert held.shard.info().points_count == 24_000
+    for i in range(0, 24_000, 1_000):  # a point of each write, found by its own vector
+        assert search(settings, vectors[i], k=1)[0][0] == ids[i]
+
+
 def test_a_store_refuses_another_embedding_model(tmp_path):
     settings = QdrantEdgeSettings(path=str(tmp_path))
     write(settings, unit_vectors(4, 8, seed=4))
