@@ -2,34 +2,59 @@
 
 Ingest converts every file first (so a bad file stops the run before anything is written) and
 writes the stores second; keeping the chunks in a temporary JSON-lines file in between bounds
-memory by one batch instead of the corpus, and converts each file once.
+memory by one batch instead of the corpus, and converts each file once. The spool also keeps a
+digest of each file's chunks, so that a file written over several batches is compared with a
+store's copy as a whole before its first part is written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from parallel_rag.backends.base import Fingerprint
 from parallel_rag.studio.document_loading import Chunk
 
 
 def file_batches(chunks: Iterable[Chunk], batch_chunks: int) -> Iterator[list[Chunk]]:
-    """Chunks in batches of whole files (a store replaces a file's chunks in one write), each
-    closed at the first file boundary after ``batch_chunks`` chunks."""
+    """Chunks in batches of about ``batch_chunks``: a batch closes at the first file boundary
+    past ``batch_chunks`` chunks, or inside a file once it holds ``batch_chunks`` chunks of
+    that file, so a file larger than a batch (one big JSON-lines or CSV file) is written in
+    parts and no batch holds more than twice ``batch_chunks``. A file's chunks must be
+    contiguous."""
     batch: list[Chunk] = []
+    of_file = 0  # chunks of the batch's last file in the batch
     for chunk in chunks:
-        if (
-            len(batch) >= batch_chunks
-            and batch[-1].metadata["file_id"] != chunk.metadata["file_id"]
-        ):
+        new_file = not batch or batch[-1].metadata["file_id"] != chunk.metadata["file_id"]
+        if len(batch) >= batch_chunks and (new_file or of_file >= batch_chunks):
             yield batch
-            batch = []
+            batch, of_file = [], 0
+        of_file = 1 if new_file else of_file + 1
         batch.append(chunk)
     if batch:
         yield batch
+
+
+def fingerprint_digest(fingerprints: Iterable[Fingerprint]) -> str:
+    """One file's chunks as ingest compares them with a store's: a digest of their (id,
+    ``chunk_hash``) pairs, in no particular order. Equal digests: the store holds the file's
+    chunks exactly, none missing, none extra."""
+    pairs = sorted(f"{chunk_id}\x1f{chunk_hash}" for chunk_id, _, chunk_hash in fingerprints)
+    return hashlib.sha256("\x1e".join(pairs).encode("utf-8")).hexdigest()
+
+
+def file_digests(chunks: Iterable[Chunk]) -> dict[str, str]:
+    """``fingerprint_digest`` of each file's chunks (they carry ``chunk_hash``)."""
+    grouped: dict[str, list[Fingerprint]] = defaultdict(list)
+    for chunk in chunks:
+        file_id = chunk.metadata["file_id"]
+        grouped[file_id].append((chunk.id, file_id, chunk.metadata.get("chunk_hash")))
+    return {file_id: fingerprint_digest(group) for file_id, group in grouped.items()}
 
 
 class ChunkSpool:
@@ -40,14 +65,21 @@ class ChunkSpool:
             "w+", encoding="utf-8", prefix="parallel-rag-ingest-", suffix=".jsonl"
         )
         self.count = 0
+        self.digests: dict[str, str] = {}
 
     @property
     def path(self) -> Path:
         return Path(self._file.name)
 
-    def extend(self, chunks: Iterable[Chunk]) -> int:
-        """Append ``chunks``; returns how many distinct pages and slides they come from (for
-        the progress bar: 0 for files without pages)."""
+    def extend(self, chunks: Sequence[Chunk]) -> int:
+        """Append the chunks of whole files (each file's in one call, with ``chunk_hash``; their
+        ``file_digests`` are kept in ``digests``); returns how many distinct pages and slides
+        they come from (for the progress bar: 0 for files without pages)."""
+        digests = file_digests(chunks)
+        again = digests.keys() & self.digests.keys()
+        if again:
+            raise ValueError(f"chunks of {sorted(again)[0]} spooled in two calls")
+        self.digests.update(digests)
         pages = set()
         for chunk in chunks:
             record = [chunk.id, chunk.content, chunk.metadata]

@@ -7,8 +7,8 @@ NAME``) writes into the managed vector store ``NAME`` only, creating it if neede
 Every file is converted first (its chunks spooled to a temporary file), so a bad file stops
 the run before anything is written (or, with ``skip_bad_files``, is listed and left out). Then
 every store is opened (a store another process holds fails here, before any write) and the
-chunks are embedded and written a batch of whole files at a time: memory is bounded by the
-batch, not the corpus. Each batch is embedded before it is written, so a missing model fails
+chunks are embedded and written a batch at a time (``file_batches``: whole files, a file larger
+than a batch in parts): memory is bounded by the batch, not the corpus. Each batch is embedded before it is written, so a missing model fails
 before the first write that needs a vector. Chunk ids are stable and each index replaces a
 file's chunks as a whole, so an ingest killed halfway converges when run again: the batches
 already written are found unchanged and skipped, every chunk ends present exactly once, the
@@ -17,7 +17,9 @@ same ids in every index.
 Re-ingesting unchanged files changes nothing: every chunk carries a ``chunk_hash`` of its text,
 metadata and embedding model; a store that already holds a file's chunks with the same ids and
 hashes is not written for that file, and those chunks are not embedded again (a file
-half-written by a killed ingest has missing points, so it counts as changed).
+half-written by a killed ingest has missing points, so it counts as changed). A file is compared
+as a whole (a digest of its chunks' ids and hashes, taken when it is converted), so a file
+written in parts is compared before its first part and written whole or not at all.
 
 The extractive generator's sentence vectors are stored too (``generator.sentence_vectors``,
 keyed by model and sentence text): only sentences not stored yet are embedded.
@@ -28,10 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
@@ -46,7 +48,12 @@ from parallel_rag.graph.configuration import (
     PipelineConfig,
     RetrieverEntry,
 )
-from parallel_rag.studio.chunk_spool import ChunkSpool, file_batches
+from parallel_rag.studio.chunk_spool import (
+    ChunkSpool,
+    file_batches,
+    file_digests,
+    fingerprint_digest,
+)
 from parallel_rag.studio.document_loading import (
     SUPPORTED_SUFFIXES,
     BadFileError,
@@ -106,14 +113,15 @@ def by_file(fingerprints: Iterable[Fingerprint]) -> dict[str, set[Fingerprint]]:
 
 
 def changed_files(
-    fresh: dict[str, set[Fingerprint]], file_ids: set[str], stored: set[Fingerprint] | None
+    digests: Mapping[str, str], file_ids: Iterable[str], stored: set[Fingerprint] | None
 ) -> set[str]:
-    """The files whose chunks in an index (``stored``) differ from ``fresh`` (ids or hashes);
-    all of them when nothing stored is usable (``stored`` is None)."""
+    """The files whose chunks in an index (``stored``) differ from their chunks now (ids or
+    hashes: ``digests``, each whole file's ``fingerprint_digest``); all of them when nothing
+    stored is usable (``stored`` is None)."""
     if stored is None:
         return set(file_ids)
     held = by_file(stored)
-    return {f for f in file_ids if fresh.get(f, set()) != held.get(f, set())}
+    return {f for f in file_ids if fingerprint_digest(held.get(f, ())) != digests[f]}
 
 
 def writable_targets(config: PipelineConfig) -> list[RetrieverEntry]:
@@ -268,6 +276,7 @@ def ingest_paths(
                     extra_metadata=extra_metadata,
                     max_file_mb=max_file_mb,
                 )
+                add_chunk_hashes(chunks, config.embeddings.model)
                 pages += spool.extend(chunks)
             except MissingExtraError:
                 raise
@@ -283,7 +292,9 @@ def ingest_paths(
                 + "\n  ".join(bad.values())
             )
         batches = file_batches(spool, batch_chunks or INGEST_BATCH_CHUNKS)
-        report = write_batches(batches, spool.count, config, base_dir, targets, store, progress)
+        report = write_batches(
+            batches, spool.count, spool.digests, config, base_dir, targets, store, progress
+        )
     report.files = [str(p) for p in files if p not in bad]
     report.skipped = list(bad.values())
     return report
@@ -318,8 +329,12 @@ def ingest_documents(
     if not chunks:
         raise DocumentLoadError("no document with text to ingest")
     chunks.sort(key=lambda c: c.metadata["file_id"])  # stable: a source's chunks keep order
+    add_chunk_hashes(chunks, config.embeddings.model)
+    digests = file_digests(chunks)
     batches = file_batches(chunks, INGEST_BATCH_CHUNKS)
-    report = write_batches(batches, len(chunks), config, base_dir, targets, store, progress)
+    report = write_batches(
+        batches, len(chunks), digests, config, base_dir, targets, store, progress
+    )
     report.files = list(sources.values())
     return report
 
@@ -327,17 +342,21 @@ def ingest_documents(
 def write_batches(
     batches: Iterable[list[Chunk]],
     total: int,
+    digests: Mapping[str, str],
     config: PipelineConfig,
     base_dir: Path,
     targets: list[RetrieverEntry],
     store: str | None,
     progress: bool,
 ) -> IngestReport:
-    """Write batches of whole files' chunks into ``targets``: every store is opened before the
-    first write, then per batch each file's chunks replace what a store held for it, skipping
-    the stores whose chunks of that file are unchanged (see the module). The encoder's large
-    tensors are mapped on their own and freed memory is given back after each stage
-    (``process_memory``), so a batch's peak is not carried into the next."""
+    """Write batches of chunks (``file_batches``, each file's chunks contiguous, ``digests``
+    each file's ``fingerprint_digest``) into ``targets``: every store is opened before the
+    first write, then each file's chunks replace what a store held for it, skipping the stores
+    whose chunks of that file are unchanged (see the module). A file split over several batches
+    is compared as a whole before its first part: that part replaces what the store held for
+    the file and the later parts are added to it. The encoder's large tensors are mapped on
+    their own and freed memory is given back after each stage (``process_memory``), so a
+    batch's peak is not carried into the next."""
     map_large_blocks()
     stored = config.generator.sentence_vectors
     context = replace(
@@ -354,28 +373,49 @@ def write_batches(
     report = IngestReport(indexes=labels)
     written: set[str] = set()
     bar = tqdm(total=total, desc="indexing", unit="chunk", disable=bars_off(progress))
+    going_on: FilePlan | None = None
     for chunks in batches:
-        written |= write_batch(chunks, config, base_dir, writers, labels, report, bar)
+        done, going_on = write_batch(
+            chunks, digests, going_on, config, base_dir, writers, report, bar
+        )
+        written |= {label for label, wrote in zip(labels, done, strict=True) if wrote}
     bar.close()
     report.unchanged = [label for label in labels if label not in written]
     return report
 
 
+class FilePlan(NamedTuple):
+    """The last file of a batch and which stores write it: what the next batch follows for
+    that file if it goes on there."""
+
+    file_id: str
+    writes: tuple[bool, ...]
+
+
 def write_batch(
     chunks: list[Chunk],
+    digests: Mapping[str, str],
+    going_on: FilePlan | None,
     config: PipelineConfig,
     base_dir: Path,
     writers: list[StoreWriter],
-    labels: list[str],
     report: IngestReport,
     bar: tqdm,
-) -> set[str]:
-    """One batch into every store; returns the labels of the stores written."""
-    add_chunk_hashes(chunks, config.embeddings.model)
-    file_ids = {c.metadata["file_id"] for c in chunks}
-    fresh = by_file((c.id, c.metadata["file_id"], c.metadata["chunk_hash"]) for c in chunks)
-    ids = sorted(file_ids)
-    to_write = [changed_files(fresh, file_ids, writer.fingerprints(ids)) for writer in writers]
+) -> tuple[list[bool], FilePlan]:
+    """One batch into every store: which stores it wrote, and the plan for its last file.
+    ``going_on`` is the previous batch's last file: when this batch starts with more of it,
+    those chunks go to the stores that wrote its first part, added to it."""
+    files = list(dict.fromkeys(c.metadata["file_id"] for c in chunks))
+    carried = going_on if going_on is not None and going_on.file_id == files[0] else None
+    starting = files[1:] if carried is not None else files
+    to_write = [
+        changed_files(digests, starting, writer.fingerprints(starting)) if starting else set()
+        for writer in writers
+    ]
+    if carried is not None:
+        for files_to_write, writes in zip(to_write, carried.writes, strict=True):
+            if writes:
+                files_to_write.add(carried.file_id)
     dense = [files for w, files in zip(writers, to_write, strict=True) if w.needs_vectors]
     needed = set().union(*dense)
     to_embed = [c for c in chunks if c.metadata["file_id"] in needed]
@@ -391,9 +431,8 @@ def write_batch(
     bar.set_postfix_str(f"embedding sentences; {report.sentences} so far")
     report.sentences += store_sentence_vectors(chunks, config, base_dir, False, known)
     give_back_free_memory()
-    bar.set_postfix_str(f"writing {len(labels)} index(es); {report.sentences} sentence vectors")
-    written = set()
-    for label, writer, files_to_write in zip(labels, writers, to_write, strict=True):
+    bar.set_postfix_str(f"writing {len(writers)} index(es); {report.sentences} sentence vectors")
+    for writer, files_to_write in zip(writers, to_write, strict=True):
         if not files_to_write:
             continue
         kept = [c for c in chunks if c.metadata["file_id"] in files_to_write]
@@ -403,7 +442,9 @@ def write_batch(
             metadatas=[c.metadata for c in kept],
             vectors=vectors[[row_of[c.id] for c in kept]] if writer.needs_vectors else None,
         )
-        writer.write(batch, sorted(files_to_write))
-        written.add(label)
+        # the first part of a file replaces what the store held of it; the later ones add
+        added = {carried.file_id} if carried is not None else set()
+        writer.write(batch, sorted(files_to_write - added))
     give_back_free_memory()
-    return written
+    last = FilePlan(files[-1], tuple(files[-1] in files_to_write for files_to_write in to_write))
+    return [bool(files_to_write) for files_to_write in to_write], last
