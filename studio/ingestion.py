@@ -8,8 +8,9 @@ Every file is converted first (its chunks spooled to a temporary file), so a bad
 the run before anything is written (or, with ``skip_bad_files``, is listed and left out). Then
 every store is opened (a store another process holds fails here, before any write) and the
 chunks are embedded and written a batch at a time (``file_batches``: whole files, a file larger
-than a batch in parts): memory is bounded by the batch, not the corpus. Each batch is embedded before it is written, so a missing model fails
-before the first write that needs a vector. Chunk ids are stable and each index replaces a
+than a batch in parts): memory is bounded by the batch, not the corpus. Each batch is
+embedded before it is written, so a missing model fails before the first write that needs a
+vector. Chunk ids are stable and each index replaces a
 file's chunks as a whole, so an ingest killed halfway converges when run again: the batches
 already written are found unchanged and skipped, every chunk ends present exactly once, the
 same ids in every index.
@@ -64,7 +65,11 @@ from parallel_rag.studio.document_loading import (
     load_chunks,
 )
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, MissingExtraError
-from parallel_rag.studio.process_memory import give_back_free_memory, map_large_blocks
+from parallel_rag.studio.process_memory import (
+    bound_kernel_cache,
+    give_back_free_memory,
+    map_large_blocks,
+)
 from tqdm.auto import tqdm
 
 if TYPE_CHECKING:
@@ -358,6 +363,7 @@ def write_batches(
     their own and freed memory is given back after each stage (``process_memory``), so a
     batch's peak is not carried into the next."""
     map_large_blocks()
+    bound_kernel_cache()
     stored = config.generator.sentence_vectors
     context = replace(
         backend_context(base_dir, config.embeddings),

@@ -8,7 +8,8 @@ after the first batches the large tensors come from the heap, and a heap fragmen
 not given back: on 1,500 SciFact chunks the process peaked at 1.75 GB where 1.30 GB was in use
 (``bench/INGEST-RESULTS.md``). Fixing the threshold (``mallopt``) keeps large blocks on
 ``mmap``; ``malloc_trim`` at the end of a stage hands back what the small ones left. Neither
-changes a vector. Elsewhere than glibc (macOS, musl) both are no-ops.
+changes a vector. Elsewhere than glibc (macOS, musl) both are no-ops. oneDNN's cache of compiled
+kernels is bounded too (``bound_kernel_cache``): it kept one per batch shape.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -58,3 +60,18 @@ def give_back_free_memory() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+ONEDNN_CACHE_ENV = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+ONEDNN_CACHE = 8
+"""Compiled kernels oneDNN (torch's CPU backend) keeps for reuse. Its default (1,024) keeps one
+per input shape met, and a batch of chunks padded to its longest text is a new shape almost
+every time: encoding 500 chunks at a time held 12 MB more after each call, against 4 MB with 8
+kept, for the same CPU (``bench/INGEST-RESULTS.md``)."""
+
+
+def bound_kernel_cache() -> None:
+    """Keep at most ``ONEDNN_CACHE`` compiled kernels, unless the environment says otherwise;
+    oneDNN reads the setting when it first compiles one, so call this before the first
+    encoding of the process."""
+    os.environ.setdefault(ONEDNN_CACHE_ENV, str(ONEDNN_CACHE))

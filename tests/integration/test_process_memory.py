@@ -7,6 +7,7 @@ tensors with smaller allocations made between them, then the tensors freed)."""
 from __future__ import annotations
 
 import ctypes.util
+import os
 import platform
 import subprocess
 import sys
@@ -82,3 +83,26 @@ def test_map_large_blocks_reports_whether_it_took_effect():
     from parallel_rag.studio.process_memory import map_large_blocks
 
     assert map_large_blocks() is True
+
+
+KERNEL_CACHE = r"""
+import os, sys
+from parallel_rag.studio.process_memory import ONEDNN_CACHE_ENV, bound_kernel_cache
+
+bound_kernel_cache()
+print(os.environ.get(ONEDNN_CACHE_ENV))
+"""
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "8"), ("64", "64")])
+def test_the_kernel_cache_is_bounded_unless_the_environment_says_otherwise(given, kept):
+    # oneDNN kept a compiled kernel per batch shape (1,024 by default): ingest bounds it to 8,
+    # and a capacity the user set stays theirs
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    if given is not None:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", KERNEL_CACHE], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == kept
