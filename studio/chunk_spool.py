@@ -42,9 +42,9 @@ def file_batches(chunks: Iterable[Chunk], batch_chunks: int) -> Iterator[list[Ch
 
 def fingerprint_digest(fingerprints: Iterable[Fingerprint]) -> str:
     """One file's chunks as ingest compares them with a store's: a digest of their (id,
-    ``chunk_hash``) pairs, in no particular order. Equal digests: the store holds the file's
-    chunks exactly, none missing, none extra."""
-    pairs = sorted(f"{chunk_id}\x1f{chunk_hash}" for chunk_id, _, chunk_hash in fingerprints)
+    ``chunk_hash``) pairs, in no particular order and each once (a store answers with a set).
+    Equal digests: the store holds the file's chunks exactly, none missing, none extra."""
+    pairs = sorted({f"{chunk_id}\x1f{chunk_hash}" for chunk_id, _, chunk_hash in fingerprints})
     return hashlib.sha256("\x1e".join(pairs).encode("utf-8")).hexdigest()
 
 
