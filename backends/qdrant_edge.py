@@ -209,8 +209,9 @@ class QdrantEdgeSettings(BaseModel):
         description="the largest segment a write builds, in MB of stored vectors: a write "
         "merges its points into segments up to this size, so it reads and rewrites at most "
         "about this much whatever the collection's size and ingest's memory stays flat; a "
-        "search visits every segment, so fewer, larger ones search faster. null: the engine "
-        "merges everything into one segment, rewritten by every write",
+        "search visits every segment, so fewer, larger ones search faster. null: the "
+        "engine's own merging, whose segments grow with the collection, so a write may read "
+        "and rewrite most of it",
     )
     full_scan_threshold_kb: int = Field(
         default=10_000, ge=0, description="segments smaller than this are searched exactly"
