@@ -103,10 +103,10 @@ def replace_files(
         analyze = get_analyzer(manifest["analyzer"]).analyze
         new_tokens, new_offsets = tokenise(new, analyze, term_ids)
         tokens = np.concatenate([kept_tokens, new_tokens])
-        del kept_tokens, new_tokens
         merged_offsets = np.concatenate(
-            [[0], np.cumsum(lengths[keep]), int(np.sum(lengths[keep])) + new_offsets[1:]]
+            [[0], np.cumsum(lengths[keep]), kept_tokens.size + new_offsets[1:]]
         ).astype(np.int64)
+        del kept_tokens, new_tokens
         terms = list(term_ids)
         used = np.bincount(tokens, minlength=len(terms)) > 0
         renumber = np.cumsum(used, dtype=np.int64).astype(np.int32) - 1
