@@ -58,8 +58,17 @@ torch with bfloat16 matrix products, sentences on ONNX Runtime: ``LONG_TOKENS``)
 choice gives the torch model's vectors to within 1e-4 cosine (``bench/INGEST-RESULTS.md``), so
 indexes built by any of them answer alike."""
 BF16_BATCH = 64
-"""Documents per forward pass on the bf16 path (sentence-transformers sorts a call's texts by
-length, so each batch pads little)."""
+"""Documents per forward pass on the bf16 path (a call's texts are sorted by length first, so
+each batch pads little)."""
+BF16_WIDTH_STEP = 32
+BF16_ROW_STEP = 16
+"""On the bf16 path a batch is padded to a multiple of ``BF16_WIDTH_STEP`` word pieces and of
+``BF16_ROW_STEP`` rows (the last row repeated), so a batch has one of a few dozen shapes. torch
+on AMX compiles bfloat16 kernels per shape and keeps them, and padding each batch only to its
+longest text made a new shape of almost every batch: encoding held about 4 MB more after each
+500 chunks, without end. With the steps it held about 1 MB more, for the same CPU; padding is
+masked out of attention and pooling, so no vector changes beyond bfloat16's rounding (1e-5
+cosine; ``bench/INGEST-RESULTS.md``)."""
 LONG_TOKENS = 96
 """On the bf16 encoder, documents longer than this many word pieces (chunks) run on torch in
 bfloat16, shorter ones (sentences) on ONNX Runtime in float32: bfloat16 halves a chunk's CPU,
@@ -124,12 +133,39 @@ class Bf16DocumentEmbeddings(WrappedEmbeddings):
 
         if not texts:
             return []
+        client = self.inner._client  # the SentenceTransformer behind LangChain's wrapper
         cleaned = [t.replace("\n", " ") for t in texts]  # as HuggingFaceEmbeddings does
+        # longest first, as sentence-transformers' own encode orders them
+        order = sorted(range(len(cleaned)), key=lambda i: -len(cleaned[i]))
+        vectors: list = [None] * len(cleaned)
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-            vectors = self.inner._client.encode(
-                cleaned, batch_size=BF16_BATCH, convert_to_tensor=True, show_progress_bar=False
-            )
-        return torch.nn.functional.normalize(vectors.float(), dim=-1).numpy().tolist()
+            for start in range(0, len(order), BF16_BATCH):
+                rows = order[start : start + BF16_BATCH]
+                batch = [cleaned[i] for i in rows]
+                batch += batch[-1:] * (-len(batch) % BF16_ROW_STEP)
+                features = stepped_width(client.preprocess(batch), BF16_WIDTH_STEP)
+                found = client.forward(features)["sentence_embedding"][: len(rows)]
+                found = torch.nn.functional.normalize(found.float(), dim=-1)
+                for i, vector in zip(rows, found.tolist(), strict=True):
+                    vectors[i] = vector
+        return vectors
+
+
+def stepped_width(features: dict, step: int) -> dict:
+    """A tokenized batch (sentence-transformers' features) padded with masked-out word pieces
+    to a multiple of ``step`` tokens."""
+    import torch
+
+    width = features["input_ids"].shape[1]
+    extra = -width % step
+    if not extra:
+        return features
+    return {
+        name: torch.nn.functional.pad(value, (0, extra), value=0)
+        if torch.is_tensor(value) and value.dim() == 2
+        else value
+        for name, value in features.items()
+    }
 
 
 PREFETCH_WORKERS = 2

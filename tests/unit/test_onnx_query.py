@@ -10,6 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from parallel_rag.backends.embeddings import (
+    BF16_BATCH,
+    BF16_ROW_STEP,
+    BF16_WIDTH_STEP,
     DOCUMENT_ENCODER_ENV,
     Bf16DocumentEmbeddings,
     bundled_model_path,
@@ -79,6 +82,34 @@ def test_each_document_encoder_gives_the_torch_vectors(torch_model, encoder):
     got = np.asarray(model.embed_documents(texts))
     reference = np.asarray(torch_model.embed_documents(texts))
     assert np.einsum("ij,ij->i", got, reference).min() > 1 - 1e-4
+
+
+def test_bf16_batches_have_a_few_shapes_and_the_same_vectors(torch_model, monkeypatch):
+    """torch keeps compiled bfloat16 kernels per input shape: every batch is padded to a
+    multiple of the width and row steps, so many calls of varied texts meet a bounded set of
+    shapes, and the padding changes no vector."""
+    model = Bf16DocumentEmbeddings(torch_model)
+    client = torch_model._client
+    shapes = []
+    forward = client.forward
+
+    def spy(features, *args, **kwargs):
+        shapes.append(tuple(features["input_ids"].shape))
+        return forward(features, *args, **kwargs)
+
+    monkeypatch.setattr(client, "forward", spy)
+    words = "cells divide when the signal pathway is active in tissue".split()
+    texts = [" ".join(words[j % len(words)] for j in range(5 + 3 * i)) for i in range(70)]
+    got = np.asarray(model.embed_documents(texts))
+    assert shapes and all(w % BF16_WIDTH_STEP == 0 for _, w in shapes)
+    assert all(r == BF16_BATCH or r % BF16_ROW_STEP == 0 for r, _ in shapes)
+    assert [r for r, _ in shapes] == [BF16_BATCH, 16]  # 70 texts: 64, then 6 padded to 16
+    monkeypatch.setattr(client, "forward", forward)
+    reference = np.asarray(torch_model.embed_documents(texts))
+    assert got.shape == reference.shape
+    assert np.einsum("ij,ij->i", got, reference).min() > 1 - 1e-4
+    alone = np.asarray([model.embed_documents([t])[0] for t in texts[::17]])
+    assert np.einsum("ij,ij->i", alone, got[::17]).min() > 1 - 1e-4
 
 
 def test_document_encoder_choice(monkeypatch):
