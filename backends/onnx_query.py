@@ -138,9 +138,12 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         document_session=None,
         long_tokens: int | None = None,
     ):
+        """``session`` is the one-thread query session, or a callable making it on the first
+        query: an ingest, which embeds no query, then never holds it (about 100 MB)."""
         super().__init__(inner)
         # private names: every other attribute is the wrapped model's
         self._session = session
+        self._session_lock = threading.Lock()
         self._query_tokenizer = tokenizer
         self._document_session = document_session
         self._long_tokens = long_tokens  # longer documents go to the wrapped model
@@ -149,6 +152,15 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
     def documents_on_onnx(self) -> bool:
         return self._document_session is not None
 
+    @property
+    def query_session(self):
+        """The query session, made now if it was deferred."""
+        if callable(self._session):
+            with self._session_lock:
+                if callable(self._session):
+                    self._session = self._session()
+        return self._session
+
     def embed_query(self, text: str) -> list[float]:
         encoded = self._query_tokenizer.encode(text.replace("\n", " "))  # as HuggingFaceEmbeddings
         feed = {
@@ -156,7 +168,7 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
             "attention_mask": np.asarray([encoded.attention_mask], dtype=np.int64),
             "token_type_ids": np.asarray([encoded.type_ids], dtype=np.int64),
         }
-        return self._session.run(None, feed)[0][0].tolist()
+        return self.query_session.run(None, feed)[0][0].tolist()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if self._document_session is None:
@@ -231,17 +243,27 @@ def onnx_query_embeddings(
         with _export_lock:
             if not target.is_file():
                 _export(client, target)
-        session = _session(onnxruntime, target, 1)  # one short sequence: more threads contend
+
+        def query_session():  # one short sequence: more threads contend
+            return _session(onnxruntime, target, 1)
+
         documents = _session(onnxruntime, target, encoder_threads()) if documents else None
         # Its own tokenizer: the transformers one changes its settings on every call, which
         # is not safe while another thread is encoding documents with it.
         tokenizer = Tokenizer.from_str(client.tokenizer.backend_tokenizer.to_str())
         tokenizer.no_padding()
         tokenizer.enable_truncation(client.max_seq_length)
+        # with a document session the query session (the same graph) waits for a query
+        session = query_session if documents is not None else query_session()
         fast = OnnxQueryEmbeddings(inner, session, tokenizer, documents, long_tokens)
         for probe in PROBES:
             reference = np.asarray(inner.embed_query(probe))
-            if float(np.asarray(fast.embed_query(probe)) @ reference) < 1 - MAX_COSINE_GAP:
+            found = (
+                fast.document_matrix([probe])[0]
+                if documents is not None
+                else np.asarray(fast.embed_query(probe))
+            )
+            if float(found @ reference) < 1 - MAX_COSINE_GAP:
                 log.warning("ONNX query vectors differ from the torch model's; using torch")
                 return None
         if documents is not None:

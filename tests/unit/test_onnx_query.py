@@ -112,6 +112,30 @@ def test_bf16_batches_have_a_few_shapes_and_the_same_vectors(torch_model, monkey
     assert np.einsum("ij,ij->i", alone, got[::17]).min() > 1 - 1e-4
 
 
+def test_the_query_session_is_made_on_the_first_query_only(torch_model, monkeypatch):
+    """An ingest embeds documents and never a query: with a document session, the one-thread
+    query session (about 100 MB) waits for a query, then gives the torch vectors."""
+    import parallel_rag.backends.onnx_query as onnx_query
+
+    made = []
+    real = onnx_query._session
+
+    def counting(onnxruntime, path, threads):
+        made.append(threads)
+        return real(onnxruntime, path, threads)
+
+    monkeypatch.setattr(onnx_query, "_session", counting)
+    model = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True)
+    assert model.documents_on_onnx
+    model.embed_documents(TEXTS)
+    assert len(made) == 1  # the document session only
+    with ThreadPoolExecutor(4) as pool:
+        vectors = list(pool.map(model.embed_query, TEXTS * 2))
+    assert len(made) == 2  # one query session, however many first queries at once
+    reference = np.asarray([torch_model.embed_query(t) for t in TEXTS * 2])
+    assert np.einsum("ij,ij->i", np.asarray(vectors), reference).min() > 1 - 1e-5
+
+
 def test_document_encoder_choice(monkeypatch):
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "ONNX")
     assert document_encoder() == "onnx"
