@@ -20,6 +20,8 @@ from parallel_rag.backends.embeddings import (
     load_embeddings,
 )
 from parallel_rag.backends.onnx_query import (
+    ARENA_SHRINKAGE,
+    DOCUMENT_BATCH,
     OnnxQueryEmbeddings,
     onnx_query_embeddings,
 )
@@ -134,6 +136,30 @@ def test_the_query_session_is_made_on_the_first_query_only(torch_model, monkeypa
     assert len(made) == 2  # one query session, however many first queries at once
     reference = np.asarray([torch_model.embed_query(t) for t in TEXTS * 2])
     assert np.einsum("ij,ij->i", np.asarray(vectors), reference).min() > 1 - 1e-5
+
+
+def test_each_document_call_gives_the_arena_back_once(torch_model):
+    """ONNX Runtime's arena keeps the most any call needed unless a run asks it to shrink:
+    the last run of every document call asks (once, so the other runs reuse the arena)."""
+    model = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True)
+    session = model._document_session
+    asked = []
+
+    class Recording:
+        def run(self, names, feed, options=None):
+            asked.append(
+                options is not None and options.get_run_config_entry(ARENA_SHRINKAGE) == "cpu:0"
+            )
+            return session.run(names, feed, options)
+
+    model._document_session = Recording()
+    texts = [
+        f"sentence {i} about a protein that binds calcium" for i in range(2 * DOCUMENT_BATCH + 5)
+    ]
+    got = np.asarray(model.embed_documents(texts))
+    assert asked == [False, False, True]
+    model._document_session = session
+    np.testing.assert_allclose(got, np.asarray(model.embed_documents(texts)), atol=1e-6)
 
 
 def test_document_encoder_choice(monkeypatch):
