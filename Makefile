@@ -20,7 +20,7 @@ export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis documents-in-the-wild
+.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis documents-in-the-wild opencv-libraries
 
 # The full install (every extra); `make demo` needs only $(DEMO_STAMP).
 install: $(TEST_STAMP)
@@ -36,6 +36,12 @@ redis:
 	@command -v redis-server >/dev/null 2>&1 || { \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
+
+# The C libraries OpenCV loads (the ocr extra's RapidOCR imports it); nothing to do when present.
+opencv-libraries:
+	@{ ldconfig -p | grep -q 'libGL.so.1' && ldconfig -p | grep -q 'libgthread-2.0.so.0'; } || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y libgl1 libglib2.0-0; }
 
 # Debian packages whose manuals (PDF, HTML) the conversion quality test and bench ingest where
 # they install them (bench/conversion_quality.py lists the files and their licences).
@@ -92,7 +98,7 @@ integration: install
 reliability: install
 	$(BIN)/pytest tests/reliability -q $(PYTEST_PARALLEL)
 
-test: lint chromium redis documents-in-the-wild
+test: lint chromium redis documents-in-the-wild opencv-libraries
 	$(BIN)/pytest -q -rA -p no:cacheprovider $(PYTEST_PARALLEL)
 
 # Benchmarks (bench/run.py): the full run is manual (~30 min on 2 cores once vectors are cached)

@@ -112,7 +112,9 @@ def test_markdown_chunks_carry_their_heading_path(tmp_path):
     ],
     ids=["truncated", "encrypted", "scanned"],
 )
-def test_bad_pdfs_are_one_line_naming_the_file_and_the_reason(tmp_path, make, reason):
+def test_bad_pdfs_are_one_line_naming_the_file_and_the_reason(tmp_path, monkeypatch, make, reason):
+    # without the ocr extra (tests/unit/test_pdf_ocr.py reads scanned pages with it)
+    monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)
     path = make(tmp_path / "bad.pdf")
     with pytest.raises(BadFileError) as raised:
         load_chunks(path)
