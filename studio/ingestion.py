@@ -65,6 +65,7 @@ from parallel_rag.studio.document_loading import (
     load_chunks,
 )
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, MissingExtraError
+from parallel_rag.studio.documents.ocr import release_engine
 from parallel_rag.studio.process_memory import (
     bound_kernel_cache,
     give_back_free_memory,
@@ -290,6 +291,7 @@ def ingest_paths(
             counts = {"pages": pages} if pages else {}
             reading.set_postfix(**counts, chunks=spool.count, bad=len(bad), refresh=False)
         reading.close()
+        release_engine()  # an OCR engine made for scanned pages is not needed from here on
         if bad and (not skip_bad_files or len(bad) == len(files)):
             reason = "no usable file" if skip_bad_files else "nothing was ingested"
             raise BadFileError(

@@ -55,6 +55,14 @@ def page_text(page: Any) -> str:
     return _reading_order(found or [])
 
 
+def release_engine() -> None:
+    """Drop the engine (its models and buffers, 0.5 GB and more after a few pages): ingest
+    converts every file before it embeds, so the models are not held beside the encoder."""
+    global _engine
+    with _lock:
+        _engine = None
+
+
 def _reading_order(found: list) -> str:
     """Boxes top to bottom; boxes whose tops are within half a line of a row's first box are
     that row, read left to right."""

@@ -134,3 +134,7 @@ def test_a_question_about_a_scanned_page_retrieves_it_after_ingest(tmp_path):
     assert report.chunks == 3
     hits = BM25Index.load(base_dir / "idx" / "a").search("Where are the spare lamp wicks?", k=1)
     assert hits[0].chunk.metadata["page"] == 2 and hits[0].chunk.metadata["ocr"] is True
+    # the OCR engine (0.5 GB and more) is dropped once conversion is done, before embedding
+    from parallel_rag.studio.documents import ocr
+
+    assert ocr._engine is None
