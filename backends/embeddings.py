@@ -63,10 +63,10 @@ each batch pads little)."""
 BF16_WIDTH_STEP = 32
 BF16_ROW_STEP = 16
 """On the bf16 path a batch is padded to a multiple of ``BF16_WIDTH_STEP`` word pieces and of
-``BF16_ROW_STEP`` rows (the last row repeated), so a batch has one of a few dozen shapes. torch
-on AMX compiles bfloat16 kernels per shape and keeps them, and padding each batch only to its
-longest text made a new shape of almost every batch: encoding held about 4 MB more after each
-500 chunks, without end. With the steps it held about 1 MB more, for the same CPU; padding is
+``BF16_ROW_STEP`` rows (the last row repeated), so a batch has one of a few dozen shapes.
+Padded only to its longest text, almost every batch was a new shape, and the process held about
+4 MB more after each 500 chunks, without end (what torch keeps per bfloat16 shape, it seems);
+with the steps the growth stops once every shape has been met, for the same CPU. Padding is
 masked out of attention and pooling, so no vector changes beyond bfloat16's rounding (1e-5
 cosine; ``bench/INGEST-RESULTS.md``)."""
 LONG_TOKENS = 96
