@@ -19,6 +19,13 @@ from parallel_rag.studio.documents.ocr import OCR_EXTRA, ocr_available, page_tex
 _PASSWORD = "password"
 
 
+def has_image(pdfium, page) -> bool:
+    """Whether the page draws an image: a page without one (a blank separator page) has
+    nothing for OCR to read, and OCR costs seconds a page."""
+    images = page.get_objects(filter=[pdfium.raw.FPDF_PAGEOBJ_IMAGE], max_depth=3)
+    return next(iter(images), None) is not None
+
+
 def convert_pdf(path: Path, data: bytes) -> list[Record]:
     pdfium = require("pypdfium2", path)
     if not data.strip():
@@ -39,7 +46,7 @@ def convert_pdf(path: Path, data: bytes) -> list[Record]:
             text = textpage.get_text_bounded()
             textpage.close()
             metadata = {"page": number}
-            if not text.strip() and ocr_available():
+            if not text.strip() and has_image(pdfium, page) and ocr_available():
                 text = page_text(page)
                 metadata["ocr"] = ocr_tried = True
             page.close()

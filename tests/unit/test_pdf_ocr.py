@@ -127,6 +127,28 @@ def test_a_scan_where_ocr_finds_nothing_is_a_bad_file_naming_it(tmp_path):
 
 
 @needs_ocr
+def test_a_blank_page_is_not_sent_to_ocr(tmp_path, monkeypatch):
+    """A page with neither text nor an image (a separator page) has nothing to read: OCR,
+    seconds a page, is not run on it, and the PDF's text pages are read as usual."""
+    from fpdf import FPDF
+    from parallel_rag.studio.documents import pdf as pdf_module
+
+    read = []
+    monkeypatch.setattr(pdf_module, "page_text", lambda page: read.append(page) or "")
+    document = FPDF(format=(148, 210))
+    document.set_font("Helvetica", size=12)
+    document.add_page()
+    document.multi_cell(0, 10, TEXT_PAGE)
+    document.add_page()  # blank
+    path = tmp_path / "with-blank.pdf"
+    document.output(str(path))
+    chunks = load_chunks(path)
+    assert read == []
+    assert {c.metadata["page"] for c in chunks} == {1}
+    assert not any(c.metadata.get("ocr") for c in chunks)
+
+
+@needs_ocr
 def test_a_question_about_a_scanned_page_retrieves_it_after_ingest(tmp_path):
     config, base_dir = two_bm25_config(tmp_path)
     write_mixed_pdf(tmp_path / "docs" / "harbour.pdf")
