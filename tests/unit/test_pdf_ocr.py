@@ -5,7 +5,6 @@ it is missing)."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import sys
 from pathlib import Path
@@ -28,11 +27,6 @@ SCANNED_PAGES = [
     ["Invoice total: 412 euros for the harbour crane", "repair, payable within thirty days."],
 ]
 SCANNED_WORDS = [["lighthouse", "keeper", "fog", "wicks", "cellar"], ["invoice", "crane", "thirty"]]
-
-needs_ocr = pytest.mark.skipif(
-    importlib.util.find_spec("rapidocr_onnxruntime") is None,
-    reason="the ocr extra (rapidocr-onnxruntime) is not installed",
-)
 
 
 def scan(lines: list[str]) -> bytes:
@@ -83,7 +77,6 @@ def mixed_chunks(tmp_path_factory):
     return load_chunks(write_mixed_pdf(tmp_path_factory.mktemp("ocr") / "harbour.pdf"))
 
 
-@needs_ocr
 def test_scanned_pages_are_read_by_ocr_and_say_so_text_pages_are_not(mixed_chunks):
     by_page = {c.metadata["page"]: c for c in mixed_chunks}
     assert sorted(by_page) == [1, 2, 3]
@@ -95,7 +88,6 @@ def test_scanned_pages_are_read_by_ocr_and_say_so_text_pages_are_not(mixed_chunk
     assert {c.metadata["title"] for c in mixed_chunks} == {"Harbour Notes"}
 
 
-@needs_ocr
 def test_ocr_lines_come_in_reading_order(mixed_chunks):
     text = next(c.content for c in mixed_chunks if c.metadata["page"] == 2).lower()
     assert text.index("lighthouse") < text.index("seven") < text.index("cellar")
@@ -118,7 +110,6 @@ def test_without_the_ocr_extra_a_scanned_pdf_is_a_bad_file_naming_the_extra(tmp_
     assert "install parallel-rag[ocr]" in message
 
 
-@needs_ocr
 def test_a_scan_where_ocr_finds_nothing_is_a_bad_file_naming_it(tmp_path):
     path = write_mixed_pdf(tmp_path / "blank.pdf", scans=[[]], text_page=None)  # a white scan
     message = bad_file_message(path)
@@ -126,7 +117,6 @@ def test_a_scan_where_ocr_finds_nothing_is_a_bad_file_naming_it(tmp_path):
     assert "OCR found no text" in message
 
 
-@needs_ocr
 def test_a_blank_page_is_not_sent_to_ocr(tmp_path, monkeypatch):
     """A page with neither text nor an image (a separator page) has nothing to read: OCR,
     seconds a page, is not run on it, and the PDF's text pages are read as usual."""
@@ -148,7 +138,6 @@ def test_a_blank_page_is_not_sent_to_ocr(tmp_path, monkeypatch):
     assert not any(c.metadata.get("ocr") for c in chunks)
 
 
-@needs_ocr
 def test_a_question_about_a_scanned_page_retrieves_it_after_ingest(tmp_path):
     config, base_dir = two_bm25_config(tmp_path)
     write_mixed_pdf(tmp_path / "docs" / "harbour.pdf")
