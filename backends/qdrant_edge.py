@@ -100,6 +100,7 @@ from qdrant_edge import (
     ScrollRequest,
     SearchParams,
     UpdateOperation,
+    VectorStorageDatatype,
 )
 
 DEFAULT_PATH = ".parallel-rag/qdrant_edge"
@@ -108,7 +109,9 @@ WRITE_BATCH = 1024
 PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
 DEFAULT_SENTENCE_WEIGHT = 0.5
-DEFAULT_SEGMENT_MB = 256
+DEFAULT_SEGMENT_MB = 128
+"""With half-precision vectors, 128 MB holds the 175k 384-dimension vectors that 256 MB held at
+float32: the same segments to search, half the pages a write maps (bench/INGEST-RESULTS.md)."""
 ID_CACHE_CHUNKS = 8192  # chunks whose sentence point ids are kept (about 1 KB each)
 # What a search reads of each hit's payload. The shard keeps payloads on disk and reading a
 # whole one (content, metadata) costs far more than the vector search itself, so a search reads
@@ -204,6 +207,13 @@ class QdrantEdgeSettings(BaseModel):
         description="with quantization: hits rescored with the stored vectors per hit wanted "
         "(at 1M vectors, 1: recall@10 0.95 against exact search; 2: 1.00)",
     )
+    vector_datatype: Literal["float16", "float32"] = Field(
+        default="float16",
+        description="how a new collection stores its vectors. float16 halves the pages a write "
+        "maps and a reader holds, at scores within about 1e-4 of float32's (the search runs on "
+        "the 8-bit copy either way; the stored vectors only rescore it). A collection keeps "
+        "the type it was created with: delete its folder and ingest again to change it",
+    )
     segment_mb: int | None = Field(
         default=DEFAULT_SEGMENT_MB,
         ge=16,
@@ -215,7 +225,11 @@ class QdrantEdgeSettings(BaseModel):
         "and rewrite most of it",
     )
     full_scan_threshold_kb: int = Field(
-        default=10_000, ge=0, description="segments smaller than this are searched exactly"
+        default=10_000,
+        ge=0,
+        description="segments smaller than this, in KB of float32 vectors (a count of vectors "
+        "whatever ``vector_datatype``: 10,000 is 6,666 of 384 dimensions), are searched "
+        "exactly; the engine indexes a segment from the same size",
     )
     passages: PassageSettings | None = Field(
         default_factory=PassageSettings,
@@ -564,17 +578,47 @@ def index_payload(shard: EdgeShard) -> None:
             shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
 
 
-def shard_config(settings: QdrantEdgeSettings, dimension: int, ef_construct: int) -> EdgeConfig:
-    """A shard's engine settings; ``ef_construct`` is the passage or the sentence shard's."""
+DATATYPES = {"float16": VectorStorageDatatype.Float16, "float32": VectorStorageDatatype.Float32}
+VALUE_BYTES = {"float16": 2, "float32": 4}
+
+
+def float32_kb(kb: int, datatype: str) -> int:
+    """``kb`` of float32 vectors as KB of ``datatype`` ones: the engine's indexing and
+    full-scan thresholds count stored bytes, and a threshold means a number of vectors."""
+    return kb * VALUE_BYTES[datatype] // VALUE_BYTES["float32"]
+
+
+def stored_datatype(folder: Path) -> str | None:
+    """The vector type a shard was created with (its ``edge_config.json``; the engine refuses
+    to load a shard under another), or None when ``folder`` holds no shard."""
+    config = folder / "edge_config.json"
+    if not config.is_file():
+        return None
+    vectors = json.loads(config.read_text(encoding="utf-8"))["vectors"][""]
+    return vectors.get("datatype", "float32")
+
+
+def shard_config(
+    settings: QdrantEdgeSettings, dimension: int, ef_construct: int, datatype: str | None = None
+) -> EdgeConfig:
+    """A shard's engine settings; ``ef_construct`` is the passage or the sentence shard's,
+    ``datatype`` an existing shard's vector type (a new one takes ``settings``')."""
+    datatype = datatype or settings.vector_datatype
+    threshold = float32_kb(settings.full_scan_threshold_kb, datatype)
     return EdgeConfig(
         # everything stored cold (mapped, read on first touch): a write opens the whole
         # collection and must not read it in; a reader reads its revision in when it opens it
         # (``OpenRevision``: ``mapped_files.populate_mapped``), as ``cached`` storage would
-        vectors=EdgeVectorParams(size=dimension, distance=Distance.Cosine, memory=Memory.Cold),
+        vectors=EdgeVectorParams(
+            size=dimension,
+            distance=Distance.Cosine,
+            memory=Memory.Cold,
+            datatype=DATATYPES[datatype],
+        ),
         hnsw_config=HnswIndexConfig(
             m=settings.m,
             ef_construct=ef_construct,
-            full_scan_threshold=settings.full_scan_threshold_kb,
+            full_scan_threshold=threshold,
         ),
         quantization_config=ScalarQuantizationConfig(
             type=ScalarType.Int8, quantile=0.99, memory=Memory.Cold
@@ -587,9 +631,10 @@ def shard_config(settings: QdrantEdgeSettings, dimension: int, ef_construct: int
         # points no earlier query met paid about one disk read per hit (5 of 14 ms at 100k
         # chunks x 5 sentences), so readers read them in at open with the rest
         payload_memory=Memory.Cold,
-        optimizers=EdgeOptimizersConfig(max_segment_size=settings.segment_mb * 1024)
-        if settings.segment_mb is not None
-        else None,
+        optimizers=EdgeOptimizersConfig(
+            indexing_threshold=threshold,
+            max_segment_size=settings.segment_mb * 1024 if settings.segment_mb else None,
+        ),
     )
 
 
@@ -662,7 +707,8 @@ def write_chunks(
         ) -> int:
             """Deletes and upserts on one shard of the staging revision (the points come in
             batches, each embedded as it is reached); its point count."""
-            config = shard_config(settings, dimension, ef_construct)
+            datatype = stored_datatype(folder) if existing else None
+            config = shard_config(settings, dimension, ef_construct, datatype)
             if existing:
                 shard = EdgeShard.load(str(folder), config)
             else:

@@ -18,12 +18,14 @@ import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends.mapped_files import mapped_ranges
 from parallel_rag.backends.qdrant_edge import (
+    SENTENCES_DIR,
     OpenRevision,
     QdrantEdgeRetriever,
     QdrantEdgeSettings,
     current_revision,
     open_revision,
     search_params,
+    stored_datatype,
     stored_fingerprints,
     write_chunks,
 )
@@ -178,16 +180,44 @@ def search(settings, vector, k=10, **kwargs):
     return [(h.payload["id"], h.score) for h in hits]
 
 
-def test_identical_results_to_exact_search_on_small_data(tmp_path):
-    settings = QdrantEdgeSettings(path=str(tmp_path))
+# float16 keeps 11 significant bits: a 16-dimension cosine moves by up to a few 1e-4
+@pytest.mark.parametrize(("datatype", "tolerance"), [("float16", 1e-3), ("float32", 1e-5)])
+def test_identical_results_to_exact_search_on_small_data(tmp_path, datatype, tolerance):
+    settings = QdrantEdgeSettings(path=str(tmp_path), vector_datatype=datatype)
     vectors = unit_vectors(500, 16, seed=1)
     ids = write(settings, vectors)
+    assert stored_datatype(settings.store_dir() / current_revision(settings.store_dir())) == (
+        datatype
+    )
+    position = {chunk: i for i, chunk in enumerate(ids)}
     for query in unit_vectors(20, 16, seed=2):
         scores = vectors @ query
         exact = [ids[i] for i in np.argsort(-scores, kind="stable")[:10]]
         found = search(settings, query)
-        assert [chunk for chunk, _ in found] == exact
-        assert np.allclose([s for _, s in found], np.sort(scores)[::-1][:10], atol=1e-4)
+        if datatype == "float32":
+            assert [chunk for chunk, _ in found] == exact
+        # each hit scored by its own vector; at float16 two hits closer than the rounding
+        # may swap, so the scores, not the ids, are the top 10
+        own = scores[[position[chunk] for chunk, _ in found]]
+        assert np.allclose([s for _, s in found], own, atol=tolerance)
+        assert np.allclose([s for _, s in found], np.sort(scores)[::-1][:10], atol=tolerance)
+
+
+def test_a_collection_keeps_the_vector_type_it_was_created_with(tmp_path):
+    """A float32 collection written again under the float16 default stays float32 (the
+    engine refuses to open a shard under another type), sentence shard included."""
+    old = QdrantEdgeSettings(path=str(tmp_path), vector_datatype="float32")
+    vectors = unit_vectors(60, 16, seed=3)
+    write(old, vectors[:30])
+    new = QdrantEdgeSettings(path=str(tmp_path))
+    assert new.vector_datatype == "float16"
+    ids = write(new, vectors[30:], first=30, file_id="g")
+    folder = new.store_dir() / current_revision(new.store_dir())
+    assert stored_datatype(folder) == "float32"
+    assert stored_datatype(folder / SENTENCES_DIR) in (None, "float32")
+    found = search(new, vectors[45])
+    assert found[0][0] == ids[15]
+    assert abs(found[0][1] - 1.0) < 1e-5
 
 
 def clustered_vectors(n: int, dim: int, seed: int) -> np.ndarray:
@@ -229,7 +259,9 @@ def test_an_indexed_segment_is_searched_on_8bit_copies_and_scored_by_its_vectors
     for query in queries:
         found = search(settings, query, params=search_params(settings, 10))
         own = vectors[[position[chunk] for chunk, _ in found]] @ query
-        assert np.allclose([score for _, score in found], own, atol=1e-5)
+        # rescored by the stored vectors (float16: within 1e-4 of the float32 cosine), not
+        # by the 8-bit copies, which are off by more (``rounded`` below)
+        assert np.allclose([score for _, score in found], own, atol=1e-4)
         # a collection built without copies (or before they existed) is searched as it is
         assert search(unscaled, query, params=search_params(settings, 10)) == search(
             unscaled, query, params=SearchParams(hnsw_ef=256)
@@ -242,7 +274,7 @@ def test_an_indexed_segment_is_searched_on_8bit_copies_and_scored_by_its_vectors
             params=SearchParams(hnsw_ef=256, quantization=QuantizationSearchParams(rescore=False)),
         )
         rounded += not np.allclose(
-            [s for _, s in copies], vectors[[position[c] for c, _ in copies]] @ query, atol=1e-5
+            [s for _, s in copies], vectors[[position[c] for c, _ in copies]] @ query, atol=1e-4
         )
     assert np.mean(overlap) >= 0.95
     assert rounded  # what the copies alone score differs: the scores above were rescored
@@ -322,7 +354,9 @@ def test_a_write_leaves_full_segments_alone_and_every_point_findable(tmp_path):
     # without a cap each write merged its points into the collection's one segment, reading
     # and rewriting all of it (a write's memory and CPU grew with the collection); capped, a
     # segment that is full is copied into the next revision as it is and never rewritten
-    settings = QdrantEdgeSettings(path=str(tmp_path), passages=None, segment_mb=16)
+    settings = QdrantEdgeSettings(
+        path=str(tmp_path), passages=None, segment_mb=16, vector_datatype="float32"
+    )
     vectors = clustered_vectors(24_000, 384, seed=5)  # 36 MB of vectors: two segments and more
     ids = []
     for n, first in enumerate(range(0, 24_000, 6_000)):
