@@ -195,10 +195,10 @@ class QdrantEdgeSettings(BaseModel):
     quantization: Literal["int8"] | None = Field(
         default="int8",
         description="a copy of every vector as 8-bit integers, held in memory, that the index "
-        "searches on; the hits are then rescored with the stored 32-bit vectors. The searches "
+        "searches on; the hits are then rescored with the stored vectors. The searches "
         "of a large collection read a quarter of the memory: at 1M chunks x 5 sentences the "
-        "sentence index is 7.2 GB of vectors, and a query reading parts of it no query of the "
-        "process had read took 45-65 ms where the 8-bit copy takes a few. null: search the "
+        "sentence index is 7.2 GB of float32 vectors, and a query reading parts of it no query "
+        "of the process had read took 45-65 ms where the 8-bit copy takes a few. null: search the "
         "stored vectors themselves",
     )
     oversampling: float = Field(
