@@ -109,9 +109,14 @@ WRITE_BATCH = 1024
 PASSAGE_OVERFETCH = 4  # points asked per chunk wanted when chunks have passages
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files
 DEFAULT_SENTENCE_WEIGHT = 0.5
-DEFAULT_SEGMENT_MB = 128
+DEFAULT_SENTENCE_SEGMENT_MB = 128
 """With half-precision vectors, 128 MB holds the 175k 384-dimension vectors that 256 MB held at
 float32: the same segments to search, half the pages a write maps (bench/INGEST-RESULTS.md)."""
+DEFAULT_SEGMENT_MB = 64
+"""Half the sentence shard's: a passage point carries its chunk's text and metadata (about 1 KB,
+more than its vector), so at the same vector count its segment is the largest thing a write
+rebuilds: past 150k chunks its merges set a 100k-document ingest's peak (2.1-2.2 GB at 128 MB,
+bench/INGEST-RESULTS.md)."""
 ID_CACHE_CHUNKS = 8192  # chunks whose sentence point ids are kept (about 1 KB each)
 # What a search reads of each hit's payload. The shard keeps payloads on disk and reading a
 # whole one (content, metadata) costs far more than the vector search itself, so a search reads
@@ -217,12 +222,21 @@ class QdrantEdgeSettings(BaseModel):
     segment_mb: int | None = Field(
         default=DEFAULT_SEGMENT_MB,
         ge=16,
-        description="the largest segment a write builds, in MB of stored vectors: a write "
-        "merges its points into segments up to this size, so it reads and rewrites at most "
-        "about this much whatever the collection's size and ingest's memory stays flat; a "
-        "search visits every segment, so fewer, larger ones search faster. null: the "
+        description="the largest segment a write builds in the chunk (passage) index, in MB of "
+        "stored vectors: a write merges its points into segments up to this size, so it reads "
+        "and rewrites at most about this much whatever the collection's size and ingest's "
+        "memory stays flat; a search visits every segment, so fewer, larger ones search "
+        "faster (about 0.7 ms a segment). Smaller than the sentence index's because a passage "
+        "also stores its chunk's text and metadata, more bytes than its vector. null: the "
         "engine's own merging, whose segments grow with the collection, so a write may read "
         "and rewrite most of it",
+    )
+    sentence_segment_mb: int | None = Field(
+        default=DEFAULT_SENTENCE_SEGMENT_MB,
+        ge=16,
+        description="``segment_mb`` for the sentence index (with a sentence weight above 0): "
+        "its points hold a vector and a chunk's id and metadata, and there are several a chunk, "
+        "so its segments are larger and fewer",
     )
     full_scan_threshold_kb: int = Field(
         default=10_000,
@@ -599,10 +613,15 @@ def stored_datatype(folder: Path) -> str | None:
 
 
 def shard_config(
-    settings: QdrantEdgeSettings, dimension: int, ef_construct: int, datatype: str | None = None
+    settings: QdrantEdgeSettings,
+    dimension: int,
+    ef_construct: int,
+    segment_mb: int | None,
+    datatype: str | None = None,
 ) -> EdgeConfig:
-    """A shard's engine settings; ``ef_construct`` is the passage or the sentence shard's,
-    ``datatype`` an existing shard's vector type (a new one takes ``settings``')."""
+    """A shard's engine settings; ``ef_construct`` and ``segment_mb`` are the passage or the
+    sentence shard's, ``datatype`` an existing shard's vector type (a new one takes
+    ``settings``')."""
     datatype = datatype or settings.vector_datatype
     threshold = float32_kb(settings.full_scan_threshold_kb, datatype)
     return EdgeConfig(
@@ -633,7 +652,7 @@ def shard_config(
         payload_memory=Memory.Cold,
         optimizers=EdgeOptimizersConfig(
             indexing_threshold=threshold,
-            max_segment_size=settings.segment_mb * 1024 if settings.segment_mb else None,
+            max_segment_size=segment_mb * 1024 if segment_mb else None,
         ),
     )
 
@@ -703,12 +722,16 @@ def write_chunks(
         revision = new_revision()
 
         def apply(
-            folder: Path, existing: bool, new_points: Iterable[list[Point]], ef_construct: int
+            folder: Path,
+            existing: bool,
+            new_points: Iterable[list[Point]],
+            ef_construct: int,
+            segment_mb: int | None,
         ) -> int:
             """Deletes and upserts on one shard of the staging revision (the points come in
             batches, each embedded as it is reached); its point count."""
             datatype = stored_datatype(folder) if existing else None
-            config = shard_config(settings, dimension, ef_construct, datatype)
+            config = shard_config(settings, dimension, ef_construct, segment_mb, datatype)
             if existing:
                 shard = EdgeShard.load(str(folder), config)
             else:
@@ -740,7 +763,9 @@ def write_chunks(
         def fill(staging: Path) -> None:
             if old:
                 shutil.copytree(directory / old, staging, dirs_exist_ok=True)
-            count = apply(staging, bool(old), passage_batches(), settings.ef_construct)
+            count = apply(
+                staging, bool(old), passage_batches(), settings.ef_construct, settings.segment_mb
+            )
             sentence_dir = staging / SENTENCES_DIR
             if counts is not None:
                 # a sentence shard needs every chunk's sentences: ingest writes every file
@@ -751,6 +776,7 @@ def write_chunks(
                     existing,
                     sentence_batches(),
                     settings.sentence_ef_construct,
+                    settings.sentence_segment_mb,
                 )
             else:
                 shutil.rmtree(sentence_dir, ignore_errors=True)

@@ -182,6 +182,38 @@ def shard_build(folder: Path) -> dict:
     return json.loads((folder / "edge_config.json").read_text())["hnsw_config"]
 
 
+def segment_cap_mb(folder: Path) -> int | None:
+    """The largest segment the engine builds in a shard, in MB of stored vectors."""
+    cap = json.loads((folder / "edge_config.json").read_text())["optimizers"]["max_segment_size"]
+    return cap // 1024 if cap else None
+
+
+def test_each_shard_is_capped_at_its_own_segment_size(with_sentences, tmp_path):
+    """A passage point also stores its chunk's text and metadata, so at one vector count its
+    segment is the largest a write rebuilds: the passage shard gets half the sentence shard's
+    cap by default, and either is a setting of the backend."""
+    base_dir, _ = with_sentences
+    settings = QdrantEdgeSettings(path="edge")
+    assert (settings.segment_mb, settings.sentence_segment_mb) == (64, 128)
+    revision = settings.store_dir(base_dir) / open_revision(settings.store_dir(base_dir)).revision
+    assert segment_cap_mb(revision) == 64
+    assert segment_cap_mb(revision / SENTENCES_DIR) == 128
+
+    ingest(tmp_path, {}, segment_mb=16, sentence_segment_mb=None)
+    directory = QdrantEdgeSettings(path="edge").store_dir(tmp_path)
+    revision = directory / open_revision(directory).revision
+    assert segment_cap_mb(revision) == 16
+    assert segment_cap_mb(revision / SENTENCES_DIR) is None
+    with pytest.raises(ValueError, match="sentence_segment_mb"):
+        EdgeEntry.model_validate(
+            {
+                "name": "dense",
+                "backend": "qdrant_edge",
+                "backend_config": {"sentence_segment_mb": 8},
+            }
+        )
+
+
 def test_each_shard_is_built_with_its_own_beam(with_sentences, tmp_path):
     """The passage index gets the wider build (the shard every query's candidates mostly come
     from); the sentence index, with several points a chunk, the cheaper one. Both are
