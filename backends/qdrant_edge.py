@@ -224,8 +224,9 @@ class QdrantEdgeSettings(BaseModel):
         ge=16,
         description="the largest segment a write builds in the chunk (passage) index, in MB of "
         "stored vectors: a write merges its points into segments up to this size, so it reads "
-        "and rewrites at most about this much whatever the collection's size and ingest's "
-        "memory stays flat; a search visits every segment, so fewer, larger ones search "
+        "and rewrites at most about this much whatever the collection's size (what still "
+        "grows is the engine's in-memory index of its points' ids and payload fields, about "
+        "0.2 KB a point); a search visits every segment, so fewer, larger ones search "
         "faster (about 0.7 ms a segment). Smaller than the sentence index's because a passage "
         "also stores its chunk's text and metadata, more bytes than its vector. null: the "
         "engine's own merging, whose segments grow with the collection, so a write may read "
