@@ -61,13 +61,20 @@ class DenseListRetriever(ListRetriever):
 
 
 class FailingRetriever(BaseRetriever):
-    """Raises on every call."""
+    """Raises on every call.
+
+    Branches run on worker threads at the same time, so the call count is taken
+    under a lock: ``self.calls += 1`` alone is a read-modify-write that loses a
+    call when two branches fail together.
+    """
 
     message: str = "backend down"
     calls: int = 0
+    _calls_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def _get_relevant_documents(self, query, *, run_manager):
-        self.calls += 1
+        with self._calls_lock:
+            self.calls += 1
         raise RuntimeError(self.message)
 
 
