@@ -36,7 +36,15 @@ from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.document_loading import file_id_for
 from parallel_rag.studio.ingestion import ingest_paths
-from qdrant_edge import EdgeShard, QuantizationSearchParams, Query, QueryRequest, SearchParams
+from qdrant_edge import (
+    EdgeShard,
+    PayloadSchemaType,
+    QuantizationSearchParams,
+    Query,
+    QueryRequest,
+    SearchParams,
+    UpdateOperation,
+)
 
 EdgeEntry = ENTRY_MODELS["qdrant_edge"]
 
@@ -332,6 +340,44 @@ def test_replacing_a_file_keeps_the_others_and_ids_are_stable(tmp_path):
     assert search(settings, vectors[3], k=1)[0][0] == "chunk-3"
     revisions = [p for p in settings.store_dir().iterdir() if p.name.startswith("rev-")]
     assert len(revisions) <= 2  # the live one and the previous, for readers still on it
+
+
+def keyword_indexes(folder: Path) -> dict[str, bool | None]:
+    """Each payload index of the shard in ``folder``: kept on disk (True) or in memory."""
+    shard = EdgeShard.load(str(folder))
+    try:
+        schema = shard.info().payload_schema
+        return {field: bool(info.params and info.params.on_disk) for field, info in schema.items()}
+    finally:
+        shard.close()
+
+
+def test_id_and_file_indexes_are_kept_on_disk_and_an_older_store_is_converted(tmp_path):
+    """A write finds the points it deletes (by chunk id, by file) through keyword indexes kept
+    in mapped files, not in the engine's memory, in both shards; a collection written when
+    they were kept in memory gets them rebuilt on disk at its next write, and deleting by
+    file goes on working through them."""
+    settings = QdrantEdgeSettings(path=str(tmp_path))
+    vectors = unit_vectors(40, 8, seed=4)
+    write(settings, vectors[:20], file_id="a")
+    folder = settings.store_dir() / current_revision(settings.store_dir())
+    wanted = {"id": True, "metadata.file_id": True}
+    assert keyword_indexes(folder) == keyword_indexes(folder / SENTENCES_DIR) == wanted
+    for shard_folder in (folder, folder / SENTENCES_DIR):  # as an older release left them
+        shard = EdgeShard.load(str(shard_folder))
+        for field in wanted:
+            shard.update(UpdateOperation.create_field_index(field, PayloadSchemaType.Keyword))
+        shard.flush()
+        shard.close()
+        assert keyword_indexes(shard_folder) == {"id": False, "metadata.file_id": False}
+    write(settings, vectors[20:], first=20, file_id="b")
+    write(settings, vectors[:5], file_id="a", replace=["a"])
+    folder = settings.store_dir() / current_revision(settings.store_dir())
+    assert keyword_indexes(folder) == keyword_indexes(folder / SENTENCES_DIR) == wanted
+    held = open_revision(settings.store_dir())
+    assert held.shard.info().points_count == 25  # file a's 20 chunks replaced by 5
+    assert search(settings, vectors[10], k=1)[0][0] != "chunk-10"  # deleted with file a
+    assert search(settings, vectors[25], k=1)[0][0] == "chunk-25"
 
 
 def segment_files(settings) -> dict[str, dict[str, tuple[int, int]]]:
