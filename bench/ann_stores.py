@@ -451,6 +451,17 @@ def exact_mixed_ms(
     return timings
 
 
+def segment_counts(revision: Path) -> list[int]:
+    """Segments a search visits in a revision: the passage shard's, then the sentence
+    shard's (each segment is a folder under its shard's ``segments``)."""
+    from parallel_rag.backends.qdrant_edge import SENTENCES_DIR
+
+    return [
+        sum(1 for p in (shard / "segments").iterdir() if p.is_dir())
+        for shard in (revision, revision / SENTENCES_DIR)
+    ]
+
+
 def run_sentences(
     n: int,
     per_chunk: int,
@@ -463,6 +474,7 @@ def run_sentences(
     candidates: list[int] | None = None,
     reuse: bool = False,
     quantizations: list[str] | None = None,
+    writes: int = 1,
 ) -> list[dict[str, Any]]:
     """Build the product's sentence-weighted Qdrant Edge collection over ``n`` chunks of
     ``per_chunk`` sentences each through ``write_chunks`` (vectors from ``SyntheticEmbeddings``)
@@ -474,7 +486,10 @@ def run_sentences(
     ``quantizations`` (``"int8"``, ``"none"``; default the product's) queries the one build
     each way: on its 8-bit copies, rescored, or on the stored vectors alone; the build holds
     copies when any is ``"int8"``. Each way's first beam is preceded by a first pass of
-    queries no earlier pass made, timed apart (``first_pass_search_ms``)."""
+    queries no earlier pass made, timed apart (``first_pass_search_ms``). ``writes`` splits
+    the load into that many ``write_chunks`` calls, as an ingest writes a batch at a time: one
+    write puts its points in one segment per shard whatever the segment cap, so only a
+    batched load has the capped segments an ingested store searches."""
     reused = reuse and (work / "edge").exists()
     if not reused:
         shutil.rmtree(work, ignore_errors=True)
@@ -506,15 +521,17 @@ def run_sentences(
         synthetic if name == SYNTHETIC_MODEL else product_load(name, device)
     )
     wall, cpu = time.perf_counter(), time.process_time()
-    if not reused:
+    step = -(-n // writes)
+    for start in range(0, n, step) if not reused else ():
+        chunks = range(start, min(start + step, n))
         qdrant_edge.write_chunks(
             settings,
             None,
-            ids=[f"c{i}" for i in range(n)],
+            ids=[f"c{i}" for i in chunks],
             # one sentence a line: split_sentences gives them back in order
-            texts=["\n".join(f"{i} {j} a b c." for j in range(per_chunk)) for i in range(n)],
-            metadatas=[{"tenant": f"t{i % 4}", "file_id": f"f{i // 10}"} for i in range(n)],
-            vectors=vectors,
+            texts=["\n".join(f"{i} {j} a b c." for j in range(per_chunk)) for i in chunks],
+            metadatas=[{"tenant": f"t{i % 4}", "file_id": f"f{i // 10}"} for i in chunks],
+            vectors=vectors[chunks.start : chunks.stop],
             replace_file_ids=[],
             embedding_model=SYNTHETIC_MODEL,
         )
@@ -525,6 +542,7 @@ def run_sentences(
     open_s, open_cpu = time.perf_counter() - opened, time.process_time() - opened_cpu
     held = qdrant_edge.open_revision(settings.store_dir())
     assert held.manifest["sentences"] == n * per_chunk, held.manifest
+    segments = segment_counts(settings.store_dir() / held.revision)
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
     rows = []
     searches = [  # the product's beam and candidates always measured
@@ -579,6 +597,8 @@ def run_sentences(
                 "hnsw_ef": ef,
                 "candidates": proposed,
                 "quantization": way,
+                "writes": writes,
+                "segments": segments,
                 **(
                     {"reused": True}
                     if reused
@@ -711,6 +731,8 @@ def row_key(r: dict[str, Any]) -> tuple:
         r.get("hnsw_ef"),
         r.get("candidates"),
         r.get("quantization"),
+        r.get("writes", 1),
+        r.get("search_threads", 1),
     )
 
 
@@ -740,9 +762,14 @@ def fmt_row(r: dict[str, Any], run: int | str = "") -> str:
     else:
         build = f"{r['build_s']:.1f} s ({r['build_cpu_s']:.1f} s CPU)"
         upsert = f"{r['upsert_per_s']:,.0f} ({r['upsert_cpu_s']:.1f} s CPU)"
-        if r.get("sentences"):  # one write_chunks call: points (passages + sentences) and index
-            upsert = f"{r['upsert_per_s']:,.0f} points/s, whole write"
+        if r.get("sentences"):  # write_chunks calls: points (passages + sentences) and index
+            writes = r.get("writes", 1)
+            upsert = f"{r['upsert_per_s']:,.0f} points/s, " + (
+                "one write" if writes == 1 else f"{writes} writes"
+            )
             build = f"{build} write_chunks, both shards"
+    if r.get("segments"):  # segments searched: passage shard + sentence shard
+        build += f"; segments {r['segments'][0]} + {r['segments'][1]}"
     if "open_s" in r:  # the store read in by warm_up, before the first query
         build += f"; opened by warm_up in {r['open_s']:.1f} s ({r['open_cpu_s']:.1f} s CPU)"
     return (
@@ -925,6 +952,13 @@ def main(argv: list[str] | None = None) -> None:
         default=0,
         help="also build the product's sentence-weighted Qdrant Edge store, N sentences a chunk",
     )
+    parser.add_argument(
+        "--writes",
+        type=int,
+        default=1,
+        help="load the sentence-weighted store in this many write_chunks calls, as ingest "
+        "writes in batches (one write makes one segment per shard whatever the cap)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     efs = [int(e) for e in args.hnsw_ef.split(",")]
@@ -948,6 +982,7 @@ def main(argv: list[str] | None = None) -> None:
                 [int(c) for c in args.candidates.split(",")] if args.candidates else None,
                 args.reuse,
                 args.quantization.split(",") if args.quantization else None,
+                args.writes,
             )
             emit({"rows": rows})
             return
@@ -997,7 +1032,8 @@ def main(argv: list[str] | None = None) -> None:
                 ("--quantization", args.quantization),
             ):
                 command += [flag, str(value)] if value is not None else []
-            command += ["--sentences", str(args.sentences)] + (["--reuse"] if args.reuse else [])
+            command += ["--sentences", str(args.sentences), "--writes", str(args.writes)]
+            command += ["--reuse"] if args.reuse else []
             hnsw = store in HNSW_STORES
             sentences = {"sentences": args.sentences} if store == SENTENCES_STORE else {}
             try:
