@@ -151,3 +151,27 @@ def test_smoke_run_writes_results_and_plots(tmp_path):
 
     # the headline says where each figure this run did not measure comes from
     assert "not measured by this run: `bench/ANN-RESULTS.md`" in report
+
+
+def test_ann_bench_loads_the_sentence_store_in_batches_as_ingest_does(tmp_path):
+    """``bench.ann_stores --writes N`` writes its sentence-weighted store in N ``write_chunks``
+    calls (one write makes one segment per shard whatever the cap, so only a batched load has
+    an ingested store's layout), reports the segments it searched, and still finds the exact
+    top 10."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.ann_stores", "--worker", "edge_sentences", "3000"]
+        + ["--sentences", "2", "--queries", "5", "--writes", "3", "--work", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=SMOKE_TIMEOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH-RESULT "))
+    rows = json.loads(line.split(" ", 1)[1])["rows"]  # one per search beam
+    for row in rows:
+        assert row["writes"] == 3
+        passage_segments, sentence_segments = row["segments"]
+        assert passage_segments >= 1 and sentence_segments >= 1
+        assert row["recall_at_10"] >= 0.9
