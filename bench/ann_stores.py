@@ -732,7 +732,6 @@ def row_key(r: dict[str, Any]) -> tuple:
         r.get("candidates"),
         r.get("quantization"),
         r.get("writes", 1),
-        r.get("search_threads", 1),
     )
 
 

@@ -342,7 +342,7 @@ def test_replacing_a_file_keeps_the_others_and_ids_are_stable(tmp_path):
     assert len(revisions) <= 2  # the live one and the previous, for readers still on it
 
 
-def keyword_indexes(folder: Path) -> dict[str, bool | None]:
+def keyword_indexes(folder: Path) -> dict[str, bool]:
     """Each payload index of the shard in ``folder``: kept on disk (True) or in memory."""
     shard = EdgeShard.load(str(folder))
     try:
