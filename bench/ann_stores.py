@@ -21,8 +21,8 @@ wall and CPU per question and each vector's cosine with the torch one; its table
 same report.
 
 ``--sentences 5`` adds the product's embedded default dense branch at each size: a Qdrant Edge
-collection written through ``backends.qdrant_edge.write_chunks`` (passages on, sentence weight
-0.5: every chunk's vector in one shard, its five sentences, each the chunk vector plus noise,
+collection written through ``backends.qdrant_edge_writes.write_chunks`` (passages on, sentence
+weight 0.5: every chunk's vector in one shard, its five sentences, each the chunk vector plus noise,
 in a second), queried through ``QdrantEdgeRetriever`` at k 20; recall@10 against the exact
 mixed score (0.5 x chunk + 0.5 x best sentence) in numpy.
 
@@ -454,7 +454,7 @@ def exact_mixed_ms(
 def segment_counts(revision: Path) -> list[int]:
     """Segments a search visits in a revision: the passage shard's, then the sentence
     shard's (each segment is a folder under its shard's ``segments``)."""
-    from parallel_rag.backends.qdrant_edge import SENTENCES_DIR
+    from parallel_rag.backends.qdrant_edge_writes import SENTENCES_DIR
 
     return [
         sum(1 for p in (shard / "segments").iterdir() if p.is_dir())
@@ -495,8 +495,10 @@ def run_sentences(
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
     import torch
-    from parallel_rag.backends import qdrant_edge
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends import qdrant_edge, qdrant_edge_points
+    from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
+    from parallel_rag.backends.qdrant_edge_search import open_revision
+    from parallel_rag.backends.qdrant_edge_writes import write_chunks
 
     vectors, query_vectors = dataset(n, queries)
     build = {"m": m, "ef_construct": ef_construct, "sentence_ef_construct": sentence_ef_construct}
@@ -516,15 +518,17 @@ def run_sentences(
     encoder = "onnx" if type(model.inner).__name__ == "OnnxQueryEmbeddings" else "torch"
     synthetic = SyntheticEmbeddings(vectors, per_chunk, query_vectors)
     product_load = qdrant_edge.load_embeddings
-    # bench only: the write path and the retriever get the synthetic vectors for this model name
-    qdrant_edge.load_embeddings = lambda name=qdrant_edge.BUNDLED, device="cpu": (
-        synthetic if name == SYNTHETIC_MODEL else product_load(name, device)
-    )
+    # bench only: the write path (its points) and the retriever (its queries) get the
+    # synthetic vectors for this model name
+    for module in (qdrant_edge, qdrant_edge_points):
+        module.load_embeddings = lambda name=BUNDLED, device="cpu": (
+            synthetic if name == SYNTHETIC_MODEL else product_load(name, device)
+        )
     wall, cpu = time.perf_counter(), time.process_time()
     step = -(-n // writes)
     for start in range(0, n, step) if not reused else ():
         chunks = range(start, min(start + step, n))
-        qdrant_edge.write_chunks(
+        write_chunks(
             settings,
             None,
             ids=[f"c{i}" for i in chunks],
@@ -540,7 +544,7 @@ def run_sentences(
     opened, opened_cpu = time.perf_counter(), time.process_time()
     qdrant_edge.QdrantEdgeRetriever(settings=settings, embedding_model=SYNTHETIC_MODEL).warm_up()
     open_s, open_cpu = time.perf_counter() - opened, time.process_time() - opened_cpu
-    held = qdrant_edge.open_revision(settings.store_dir())
+    held = open_revision(settings.store_dir())
     assert held.manifest["sentences"] == n * per_chunk, held.manifest
     segments = segment_counts(settings.store_dir() / held.revision)
     disk = sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) / 2**20
@@ -844,7 +848,8 @@ def write_report(
         "2,000 vectors/s.",
         "",
         "`edge + N sentences/chunk` rows (`--sentences N`) are the product's embedded default "
-        "dense branch: a Qdrant Edge collection written by `backends.qdrant_edge.write_chunks` "
+        "dense branch: a Qdrant Edge collection written by "
+        "`backends.qdrant_edge_writes.write_chunks` "
         "with passages on and `sentence_weight` 0.5 (each chunk's vector in the passage shard, "
         f"its N sentences, the chunk vector plus N(0, {SENTENCE_NOISE}) per dimension, "
         "normalised, in the sentence shard; vectors handed to the write path instead of a "

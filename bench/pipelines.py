@@ -156,19 +156,23 @@ def build_edge_indexes(
 
 @contextmanager
 def edge_reads_the_cache(cached) -> Iterator[None]:
-    """The Qdrant Edge backend embeds queries and passages through the bench's cache."""
-    from parallel_rag.backends import qdrant_edge
+    """The Qdrant Edge backend embeds queries (the retriever) and passages and sentences (its
+    points) through the bench's cache."""
+    from parallel_rag.backends import qdrant_edge, qdrant_edge_points
 
+    modules = (qdrant_edge, qdrant_edge_points)
     original = qdrant_edge.load_embeddings
 
     def patched(model: str = BUNDLED, device: str = "cpu"):
         return cached if model == BUNDLED else original(model, device)
 
-    qdrant_edge.load_embeddings = patched
+    for module in modules:
+        module.load_embeddings = patched
     try:
         yield
     finally:
-        qdrant_edge.load_embeddings = original
+        for module in modules:
+            module.load_embeddings = original
 
 
 def branch_result(

@@ -18,13 +18,13 @@ import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
 from parallel_rag.backends.mapped_files import mapped_ranges
 from parallel_rag.backends.qdrant_edge import (
-    SENTENCES_DIR,
-    OpenRevision,
     QdrantEdgeRetriever,
     QdrantEdgeSettings,
     current_revision,
-    open_revision,
-    search_params,
+)
+from parallel_rag.backends.qdrant_edge_search import OpenRevision, open_revision, search_params
+from parallel_rag.backends.qdrant_edge_writes import (
+    SENTENCES_DIR,
     stored_datatype,
     stored_fingerprints,
     write_chunks,

@@ -15,22 +15,25 @@ from parallel_rag.backends.base import BackendContext
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
 from parallel_rag.backends.qdrant_edge import (
     DEFAULT_SENTENCE_WEIGHT,
-    RANKING_PAYLOAD,
-    SENTENCES_DIR,
     QdrantEdgeSettings,
     QdrantEdgeStore,
+)
+from parallel_rag.backends.qdrant_edge_points import (
+    passage_point_id,
+    passage_splitter,
+    passage_uuids,
+    sentence_point_id,
+    sentence_uuids,
+)
+from parallel_rag.backends.qdrant_edge_search import (
+    RANKING_PAYLOAD,
     best_per_chunk,
     edge_filter,
     mixed_scores,
     open_revision,
-    passage_point_id,
-    passage_splitter,
-    passage_uuids,
     scored_hit,
-    sentence_point_id,
-    sentence_uuids,
-    write_chunks,
 )
+from parallel_rag.backends.qdrant_edge_writes import SENTENCES_DIR, write_chunks
 from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
@@ -401,23 +404,23 @@ def _records(held):
 def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypatch):
     """A million-chunk collection is six million points: the write makes and embeds them a
     batch of chunks at a time, and the batches add up to the same exact scores."""
-    from parallel_rag.backends import qdrant_edge
+    from parallel_rag.backends import qdrant_edge, qdrant_edge_writes
 
     model = load_embeddings()
     made: list[tuple[str, list[str]]] = []
 
     def spy(name):
-        real = getattr(qdrant_edge, name)
+        real = getattr(qdrant_edge_writes, name)
 
         def record(batch, *args, **kwargs):
             made.append((name, list(batch.ids)))
             return real(batch, *args, **kwargs)
 
-        monkeypatch.setattr(qdrant_edge, name, record)
+        monkeypatch.setattr(qdrant_edge_writes, name, record)
 
     spy("passage_points")
     spy("sentence_points")
-    monkeypatch.setattr(qdrant_edge, "WRITE_BATCH", 2)
+    monkeypatch.setattr(qdrant_edge_writes, "WRITE_BATCH", 2)
     contents = [f"{title}\n{text}" for _, title, text in RECORDS]
     ids = [record_id for record_id, _, _ in RECORDS]
     settings = QdrantEdgeSettings(path=str(tmp_path / "edge"))

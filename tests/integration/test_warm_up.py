@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from parallel_rag.backends import bm25, qdrant_edge
+from parallel_rag.backends import bm25, qdrant_edge_search
 from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.graph.builder import build_graph, graph_profile
 from parallel_rag.studio.cli import main
@@ -33,7 +33,7 @@ def refuse_opening(monkeypatch) -> list[str]:
         opened.append(f"bm25:{path}")
         raise RuntimeError("read a BM25 index during the run")
 
-    monkeypatch.setattr(qdrant_edge.EdgeShard, "load", staticmethod(edge_load))
+    monkeypatch.setattr(qdrant_edge_search.EdgeShard, "load", staticmethod(edge_load))
     monkeypatch.setattr(bm25.BM25Index, "load", staticmethod(bm25_load))
     return opened
 
@@ -42,7 +42,7 @@ def refuse_opening(monkeypatch) -> list[str]:
 def fresh_stores():
     """No Qdrant Edge revision held open by earlier tests of this process (a new graph's
     BM25 retriever holds no index of its own yet)."""
-    qdrant_edge._open.clear()
+    qdrant_edge_search._open.clear()
 
 
 def test_after_warm_up_a_run_opens_no_index_or_store(example_index, fresh_stores, monkeypatch):
@@ -119,7 +119,7 @@ def test_a_hybrid_warms_both_legs_and_raises_the_first_failure(example_index, fr
     hybrid = HybridRetriever(primary=dense, fallback=lexical)
     hybrid.warm_up()
     assert lexical.get_index() is not None
-    assert qdrant_edge._open  # the dense leg's revision is held open
+    assert qdrant_edge_search._open  # the dense leg's revision is held open
 
     calls: list[str] = []
     broken = HybridRetriever.model_construct(

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from parallel_rag.backends import embeddings as shared
 from parallel_rag.backends.embeddings import QueryOnceEmbeddings
 from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings
-from parallel_rag.backends.qdrant_edge import write_chunks as write_edge
+from parallel_rag.backends.qdrant_edge_writes import write_chunks as write_edge
 from parallel_rag.backends.vectorstore import store_path
 from parallel_rag.backends.vectorstore import write_chunks as write_managed
 from parallel_rag.graph import build_graph

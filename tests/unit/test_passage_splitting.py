@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
-from parallel_rag.backends.qdrant_edge import (
-    PassageSettings,
-    QdrantEdgeSettings,
-    passage_point_id,
-    passage_splitter,
-    point_id,
-)
+from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings
+from parallel_rag.backends.qdrant_edge_points import passage_point_id, passage_splitter, point_id
 from pydantic import ValidationError
 
 WORDS = (

@@ -23,7 +23,7 @@ from parallel_rag.backends.embeddings import (
     prefetches_in_flight,
 )
 from parallel_rag.backends.qdrant_edge import QdrantEdgeRetriever, QdrantEdgeSettings
-from parallel_rag.backends.qdrant_edge import write_chunks as write_edge
+from parallel_rag.backends.qdrant_edge_writes import write_chunks as write_edge
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.builder import graph_profile
 from parallel_rag.graph.context import RAGContext

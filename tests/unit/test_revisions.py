@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from parallel_rag.backends import qdrant_edge, vectorstore
+from parallel_rag.backends import qdrant_edge_search, vectorstore
 from parallel_rag.backends.revisions import (
     CURRENT_FILE,
     LiveRevisions,
@@ -93,7 +93,7 @@ def test_each_user_keeps_its_own_message_for_a_store_not_written_yet(tmp_path):
     with pytest.raises(LookupError, match=r"vector store 'kb' does not exist .* --store kb"):
         vectorstore.open_store(tmp_path / "kb")
     with pytest.raises(LookupError, match=r"Qdrant Edge collection 'docs' does not exist"):
-        qdrant_edge.open_revision(tmp_path / "docs")
+        qdrant_edge_search.open_revision(tmp_path / "docs")
 
 
 def test_both_users_publish_through_the_shared_code(tmp_path):
