@@ -66,6 +66,12 @@ def _weights_key(model_dir: Path) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
+def exported_graph(model_dir: str | Path) -> Path:
+    """Where the graph of the model in ``model_dir`` is exported: one file per weights and torch
+    version, so other exports in the cache folder are never taken for it."""
+    return cache_dir() / "onnx" / f"minilm-query-{_weights_key(Path(model_dir))}.onnx"
+
+
 def _export(client, target: Path) -> None:
     """Write the model's query graph to ``target`` (atomically: a temporary file, then
     renamed, so concurrent processes never read half a file)."""
@@ -256,7 +262,7 @@ def onnx_query_embeddings(
         from tokenizers import Tokenizer
 
         client = inner._client  # the SentenceTransformer behind LangChain's wrapper
-        target = cache_dir() / "onnx" / f"minilm-query-{_weights_key(Path(model_dir))}.onnx"
+        target = exported_graph(model_dir)
         with _export_lock:
             if not target.is_file():
                 _export(client, target)

@@ -34,8 +34,8 @@ from parallel_rag.backends.embeddings import (
 from parallel_rag.backends.onnx_query import (
     OnnxQueryEmbeddings,
     _session,
-    cache_dir,
     encoder_threads,
+    exported_graph,
     onnx_query_embeddings,
 )
 from parallel_rag.backends.text_analysis import split_sentences
@@ -81,11 +81,9 @@ def main() -> None:
     torch_model = shipped.inner
     if isinstance(torch_model, Bf16DocumentEmbeddings):
         torch_model = torch_model.inner
-    folder = cache_dir() / "onnx"
-    exported = [p for p in folder.glob("minilm-query-*.onnx") if "int8" not in p.stem]
-    onnx_model = max(exported, key=os.path.getmtime)
     fast = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True)
     assert fast is not None and fast.documents_on_onnx
+    onnx_model = exported_graph(bundled_model_path())  # the graph ``fast`` runs
     quantized = OnnxQueryEmbeddings(torch_model, None, fast._query_tokenizer)
     quantized._document_session = int8_session(onnx_model)
     bf16 = Bf16DocumentEmbeddings(torch_model)
