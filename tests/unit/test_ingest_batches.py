@@ -4,6 +4,7 @@ files at a time, with the same result in the stores as one batch."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,13 +36,16 @@ def test_batches_close_at_a_file_boundary_or_inside_a_file_larger_than_a_batch()
     assert [len(b) for b in file_batches(big, 4)] == [5, 4, 2]  # never past twice the size
 
 
-def test_the_spool_gives_back_every_chunk_as_written_and_is_deleted_on_close():
+def test_the_spool_gives_back_every_chunk_as_written_and_leaves_no_file(tmp_path, monkeypatch):
+    """The spool's file has no name from the start: even a killed ingest leaves nothing."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     chunks = [chunk("a", 0), Chunk("x", "ünïcode\nlines", {"file_id": "b", "page": 3})]
     with ChunkSpool() as spool:
-        spool.extend(chunks)
-        assert spool.count == 2 and list(spool) == chunks
-        path = spool.path
-    assert not path.exists()
+        spool.extend(chunks[:1])
+        assert list(spool) == chunks[:1]
+        spool.extend(chunks[1:])  # appends after a read
+        assert spool.count == 2 and list(spool) == chunks and list(spool) == chunks
+        assert list(tmp_path.iterdir()) == []
 
 
 def test_many_small_batches_write_what_one_batch_writes(tmp_path, monkeypatch):
