@@ -6,7 +6,10 @@ with one thread takes about 6 ms (``bench/ANN-RESULTS.md``). Documents (ingest's
 sentences) can run on the same graph in a second session with ``encoder_threads()`` threads, in
 length-sorted batches (little padding): where the CPU has no native bfloat16 this is the
 default document encoder (``embeddings.DOCUMENT_ENCODER_ENV``), about half the CPU of
-sentence-transformers on torch for a sentence (``bench/INGEST-RESULTS.md``).
+sentence-transformers on torch for a sentence (``bench/INGEST-RESULTS.md``). Short documents
+can run on an int8 copy of the graph instead (``quantized_graph``: weights quantized per output
+channel, activations per batch), at about half the CPU again for vectors within a few hundredths
+of cosine of the torch ones.
 
 The ONNX graph (BERT, mean pooling over the attention mask, L2 normalisation) is exported
 locally from the packaged weights on first use and kept in a cache directory
@@ -23,11 +26,12 @@ import logging
 import os
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.embeddings import WrappedEmbeddings
+from parallel_rag.backends.embeddings import Bf16DocumentEmbeddings, WrappedEmbeddings
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,15 @@ MAX_COSINE_GAP = 1e-5
 PROBES = (
     "Does regular exercise lower blood pressure?",
     "a\nquestion over two lines",
+    "Mutations in BRCA1 raise the lifetime risk of breast and ovarian cancer.",
+    "Click here to read the 2024 annual report (PDF, 3 MB).",
     " ".join(["The long passage repeats itself until it passes the model's limit."] * 40),
 )
+INT8_MIN_COSINE = 0.97
+"""The lowest cosine an int8 document vector of a short probe text may have with the torch
+vector. Per-channel int8 gives 0.978 at worst on the probes (0.976 at worst, 0.993 on average,
+over 2,637 SciFact chunks and sentences); per-tensor int8, whose vectors move about four times
+as far, gives 0.955, so a graph quantized the wrong way is refused."""
 _export_lock = threading.Lock()
 
 
@@ -70,6 +81,27 @@ def exported_graph(model_dir: str | Path) -> Path:
     """Where the graph of the model in ``model_dir`` is exported: one file per weights and torch
     version, so other exports in the cache folder are never taken for it."""
     return cache_dir() / "onnx" / f"minilm-query-{_weights_key(Path(model_dir))}.onnx"
+
+
+def quantized_graph(model_dir: str | Path) -> Path:
+    """Where the int8 copy of ``exported_graph(model_dir)`` is written."""
+    source = exported_graph(model_dir)
+    return source.with_name(f"{source.stem}-int8-per-channel.onnx")
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """Write an int8 copy of the graph ``source`` to ``target`` (atomically, as ``_export``):
+    ONNX Runtime's dynamic quantization, weights per output channel (per-tensor weights move
+    vectors about four times as far for the same speed; ``bench/INGEST-RESULTS.md``)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    partial = target.with_name(f"{target.stem}.{os.getpid()}.{threading.get_ident()}.tmp.onnx")
+    logging.disable(logging.WARNING)  # it advises pre-processing on the root logger, every call
+    try:
+        quantize_dynamic(str(source), str(partial), weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        logging.disable(logging.NOTSET)
+    os.replace(partial, target)
 
 
 def _export(client, target: Path) -> None:
@@ -137,7 +169,11 @@ def _session(onnxruntime, path: Path, threads: int):
 class OnnxQueryEmbeddings(WrappedEmbeddings):
     """``embed_query`` on ONNX Runtime (one thread), ``embed_documents`` on ONNX Runtime too
     when a document session is given (else the wrapped model's), and every other attribute
-    from the wrapped LangChain ``HuggingFaceEmbeddings``."""
+    from the wrapped LangChain ``HuggingFaceEmbeddings``.
+
+    With ``long_tokens``, documents are split by length: those up to that many word pieces run
+    on ``short_session`` if given (the int8 graph), else on the document session; longer ones
+    on the wrapped model when it is the bf16 encoder, else on the document session."""
 
     def __init__(
         self,
@@ -146,6 +182,7 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         tokenizer,
         document_session=None,
         long_tokens: int | None = None,
+        short_session=None,
     ):
         """``session`` is the one-thread query session, or a callable making it on the first
         query: an ingest, which embeds no query, then never holds it (about 100 MB)."""
@@ -155,11 +192,16 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         self._session_lock = threading.Lock()
         self._query_tokenizer = tokenizer
         self._document_session = document_session
-        self._long_tokens = long_tokens  # longer documents go to the wrapped model
+        self._long_tokens = long_tokens
+        self._short_session = short_session
 
     @property
     def documents_on_onnx(self) -> bool:
         return self._document_session is not None
+
+    @property
+    def short_documents_on_int8(self) -> bool:
+        return self._document_session is not None and self._short_session is not None
 
     @property
     def query_session(self):
@@ -184,20 +226,27 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
             return self.inner.embed_documents(texts)
         if self._long_tokens is None or not texts:
             return self.document_matrix(texts).tolist()
-        # short texts here, long ones to the wrapped model (bf16 on AMX: faster on long ones)
         encoded = self._encode(texts)
         long = [len(e.ids) > self._long_tokens for e in encoded]
         short_rows = [i for i, is_long in enumerate(long) if not is_long]
         long_rows = [i for i, is_long in enumerate(long) if is_long]
         vectors: list = [None] * len(texts)
-        if short_rows:
-            matrix = self._matrix([encoded[i] for i in short_rows])
+        if short_rows and self._short_session is not None:
+            matrix = self._one_by_one([encoded[i] for i in short_rows], self._short_session)
             for i, row in zip(short_rows, matrix.tolist(), strict=True):
                 vectors[i] = row
-        if long_rows:
+        elif short_rows:
+            matrix = self._matrix([encoded[i] for i in short_rows], self._document_session)
+            for i, row in zip(short_rows, matrix.tolist(), strict=True):
+                vectors[i] = row
+        if long_rows and isinstance(self.inner, Bf16DocumentEmbeddings):
             rows = self.inner.embed_documents([texts[i] for i in long_rows])
             for i, row in zip(long_rows, rows, strict=True):
                 vectors[i] = list(row)
+        elif long_rows:
+            matrix = self._matrix([encoded[i] for i in long_rows], self._document_session)
+            for i, row in zip(long_rows, matrix.tolist(), strict=True):
+                vectors[i] = row
         return vectors
 
     def document_matrix(self, texts: list[str]) -> np.ndarray:
@@ -205,14 +254,14 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         length and run ``DOCUMENT_BATCH`` at a time, each batch padded to its longest text
         only (padding is masked out of attention and pooling, so a vector does not depend on
         its batch)."""
-        return self._matrix(self._encode(texts))
+        return self._matrix(self._encode(texts), self._document_session)
 
     def _encode(self, texts: list[str]) -> list:
         # newlines as spaces, as HuggingFaceEmbeddings does
         return self._query_tokenizer.encode_batch([t.replace("\n", " ") for t in texts])
 
-    def _matrix(self, encoded: list) -> np.ndarray:
-        """``document_matrix`` of texts already tokenized."""
+    def _matrix(self, encoded: list, session) -> np.ndarray:
+        """``document_matrix`` of texts already tokenized, run on ``session``."""
         lengths = np.fromiter((len(e.ids) for e in encoded), dtype=np.int64, count=len(encoded))
         order = np.argsort(lengths, kind="stable")
         matrix: np.ndarray | None = None
@@ -230,11 +279,33 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
                 feed["attention_mask"][slot, :size] = 1
                 feed["token_type_ids"][slot, :size] = item.type_ids
             options = give_back_arena() if start == last else None
-            vectors = self._document_session.run(None, feed, options)[0]
+            vectors = session.run(None, feed, options)[0]
             if matrix is None:
                 matrix = np.empty((len(encoded), vectors.shape[1]), dtype=np.float32)
             matrix[rows] = vectors
         return matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
+
+    def _one_by_one(self, encoded: list, session) -> np.ndarray:
+        """Texts already tokenized, each in a run of its own on the one-thread ``session``,
+        ``encoder_threads()`` runs at a time. The int8 graph quantizes its activations with one
+        scale per run, so texts batched together would move each other's vectors (by up to
+        0.007 cosine): one at a time, a text's vector is the same whatever else is embedded,
+        for about a quarter more CPU than batches of eight."""
+
+        def run(item) -> np.ndarray:
+            feed = {
+                "input_ids": np.asarray([item.ids], dtype=np.int64),
+                "attention_mask": np.ones((1, len(item.ids)), dtype=np.int64),
+                "token_type_ids": np.asarray([item.type_ids], dtype=np.int64),
+            }
+            return session.run(None, feed)[0][0]
+
+        if len(encoded) < 2:
+            rows = [run(item) for item in encoded]
+        else:
+            with ThreadPoolExecutor(min(encoder_threads(), len(encoded))) as pool:
+                rows = list(pool.map(run, encoded))
+        return np.asarray(rows, dtype=np.float32).reshape(len(encoded), -1)
 
 
 def give_back_arena():
@@ -250,13 +321,18 @@ def give_back_arena():
 
 
 def onnx_query_embeddings(
-    inner: Embeddings, model_dir: str, documents: bool = False, long_tokens: int | None = None
+    inner: Embeddings,
+    model_dir: str,
+    documents: bool = False,
+    long_tokens: int | None = None,
+    short_int8: bool = False,
 ) -> Embeddings | None:
     """``inner`` (a LangChain ``HuggingFaceEmbeddings`` over the bundled model in
-    ``model_dir``, or a wrapper of one) with its queries on ONNX Runtime, and its documents too
-    when ``documents`` (those over ``long_tokens`` word pieces, if given, stay on ``inner``);
-    None when that is not available or its query vectors differ from the torch model's
-    (documents whose vectors differ stay on ``inner``)."""
+    ``model_dir``, or the bf16 wrapper of one) with its queries on ONNX Runtime, and its
+    documents too when ``documents`` (those over ``long_tokens`` word pieces, if given, stay on
+    a bf16 ``inner``; with ``short_int8`` the others run on the int8 graph); None when that is
+    not available or its query vectors differ from the torch model's (documents whose vectors
+    differ stay on ``inner``, short ones whose int8 vectors are off run in float32)."""
     try:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -296,9 +372,34 @@ def onnx_query_embeddings(
             if float(gaps.min()) < 1 - MAX_COSINE_GAP:
                 log.warning("ONNX document vectors differ from the torch model's; using torch")
                 fast._document_session = None
+            elif short_int8 and long_tokens is not None:
+                fast._short_session = int8_session(fast, onnxruntime, target, model_dir, reference)
         return fast
     except Exception as error:  # noqa: BLE001 - any failure keeps the torch path
         log.info(
             "ONNX query embedding unavailable (%s: %s); using torch", type(error).__name__, error
         )
         return None
+
+
+def int8_session(fast: OnnxQueryEmbeddings, onnxruntime, graph: Path, model_dir: str, reference):
+    """A document session on the int8 copy of ``graph`` (quantized on first use), or None when
+    that fails or its vectors of the short ``PROBES`` (``fast`` tokenizes them) are further than
+    ``INT8_MIN_COSINE`` from the torch model's (``reference``, a row per probe)."""
+    try:
+        target = quantized_graph(model_dir)
+        with _export_lock:
+            if not target.is_file():
+                _quantize(graph, target)
+        session = _session(onnxruntime, target, 1)  # one text a run: see ``_one_by_one``
+        lengths = [len(encoded.ids) for encoded in fast._encode(list(PROBES))]
+        short = [i for i, length in enumerate(lengths) if length <= fast._long_tokens]
+        found = fast._one_by_one(fast._encode([PROBES[i] for i in short]), session)
+        cosines = np.einsum("ij,ij->i", found, np.asarray(reference)[short])
+    except Exception as error:  # noqa: BLE001 - short documents stay in float32
+        log.warning("int8 document encoding unavailable (%s: %s)", type(error).__name__, error)
+        return None
+    if float(cosines.min()) < INT8_MIN_COSINE:
+        log.warning("int8 document vectors differ from the torch model's; using float32")
+        return None
+    return session

@@ -11,7 +11,8 @@ its vectors with the torch ones (how far the stored vectors move). Rows:
 - torch, one length-sorted call: sentence-transformers sorts each call's texts by length;
 - torch with bfloat16 matrix products (``Bf16DocumentEmbeddings``), length-sorted batches;
 - ONNX Runtime fp32 (the graph ``backends/onnx_query.py`` exports), length-sorted batches;
-- ONNX Runtime int8 (that graph with dynamically quantized weights), length-sorted batches.
+- ONNX Runtime int8 (that graph with dynamically quantized weights, per output channel: the
+  ``int8`` encoder's sentences), length-sorted batches.
 
 The torch model, not the shipped document encoder, is the reference, so it runs the same
 whatever ``PARALLEL_RAG_DOCUMENT_ENCODER`` says.
@@ -33,10 +34,12 @@ from parallel_rag.backends.embeddings import (
 )
 from parallel_rag.backends.onnx_query import (
     OnnxQueryEmbeddings,
+    _quantize,
     _session,
     encoder_threads,
     exported_graph,
     onnx_query_embeddings,
+    quantized_graph,
 )
 from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.studio.document_loading import load_chunks
@@ -62,12 +65,12 @@ def timed(encode, texts: list[str]) -> tuple[np.ndarray, float, float]:
 
 
 def int8_session(onnx_model: Path):
+    """A session on the int8 graph the ``int8`` document encoder runs (per-channel weights)."""
     import onnxruntime
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    target = onnx_model.with_name(onnx_model.stem + "-int8.onnx")
+    target = quantized_graph(bundled_model_path())
     if not target.is_file():
-        quantize_dynamic(str(onnx_model), str(target), weight_type=QuantType.QInt8)
+        _quantize(onnx_model, target)
     return _session(onnxruntime, target, encoder_threads())
 
 
