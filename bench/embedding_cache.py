@@ -31,9 +31,11 @@ from parallel_rag.backends.embeddings import (
     document_encoder,
     embedding_identity,
     load_embeddings,
+    native_bf16,
 )
 
 ENCODE_BATCH = 64
+QUERY_KEY_PREFIX = "\x00query\x00"  # a query's key, where its vector is not the document's
 SHARD_ROWS = 512  # a shard is written every this many new vectors: an interrupted run keeps them
 
 
@@ -48,9 +50,20 @@ def _slug(name: str) -> str:
 def cache_name(model: str) -> str:
     """The cache folder of ``model``'s vectors: its identity, and for the bundled model on its
     bf16 document encoder a ``--bf16`` suffix (those vectors differ from float32 ones by up to
-    1e-4 cosine; the ONNX and torch float32 encoders agree to 1e-6 and share a folder)."""
+    1e-4 cosine; the ONNX and torch float32 encoders agree to 1e-6 and share a folder), on its
+    int8 one ``--int8`` (``--int8-bf16`` where its long texts run on bf16)."""
     name = _slug(embedding_identity(model))
-    return f"{name}--bf16" if model == BUNDLED and document_encoder() == "bf16" else name
+    encoder = document_encoder() if model == BUNDLED else None
+    if encoder == "int8":
+        return f"{name}--int8-bf16" if native_bf16() else f"{name}--int8"
+    return f"{name}--bf16" if encoder == "bf16" else name
+
+
+def separate_queries(model: str) -> bool:
+    """Whether ``model`` embeds a text as a query differently from a document of the same text:
+    the int8 encoder's short documents are int8, its queries float32. Elsewhere a short text's
+    two vectors agree to 1e-5 and the cache keeps one."""
+    return model == BUNDLED and document_encoder() == "int8"
 
 
 class EmbeddingCache:
@@ -60,6 +73,7 @@ class EmbeddingCache:
         self.model = model
         self.device = device
         self.directory = Path(root) / "embeddings" / cache_name(model)
+        self.separate_queries = separate_queries(model)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._vectors: dict[str, np.ndarray] = {}
         self._pending: dict[str, np.ndarray] = {}
@@ -152,6 +166,22 @@ class EmbeddingCache:
                 return np.zeros((0, 0), dtype=np.float32)
             return np.stack([self._vectors[k] for k in keys])
 
+    def query_vector(self, text: str) -> np.ndarray:
+        """The vector ``text`` gets as a query: the model's ``embed_query``, kept under a key
+        of its own where queries and documents differ (``separate_queries``)."""
+        if not self.separate_queries:
+            return self.vectors([text])[0]
+        key = text_key(QUERY_KEY_PREFIX + text)
+        with self._lock:
+            vector = self._vectors.get(key)
+            if vector is not None:
+                self.hits += 1
+                return vector
+            self.misses += 1
+            vector = np.asarray(self.model_object().embed_query(text), dtype=np.float32)
+            self._store(key, vector)
+            return vector
+
 
 class CachedEmbeddings(Embeddings):
     """LangChain embeddings served from an ``EmbeddingCache`` (misses go to the real model)."""
@@ -168,7 +198,7 @@ class CachedEmbeddings(Embeddings):
         return self.cache.vectors(list(texts)).tolist() if texts else []
 
     def embed_query(self, text: str) -> list[float]:
-        return self.cache.vectors([text])[0].tolist()
+        return self.cache.query_vector(text).tolist()
 
 
 PATCHED_MODULES = (
