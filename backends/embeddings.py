@@ -59,9 +59,13 @@ on a CPU that multiplies bfloat16 natively, AMX or AVX512-BF16, else ``onnx``). 
 choices give the torch model's vectors to within 1e-4 cosine, ``int8`` its sentence vectors to
 within 0.03 (``bench/INGEST-RESULTS.md``); queries are float32 whatever the choice, so indexes
 built by any of them are searched alike."""
-BF16_BATCH = 64
+BF16_BATCH = 16
 """Documents per forward pass on the bf16 path (a call's texts are sorted by length first, so
-each batch pads little)."""
+each batch pads little). A batch of 64 chunks needs activations of 25-200 MB, which glibc maps
+and unmaps on every pass (``studio.process_memory``): on 1,000 SciFact abstracts that was
+14 million page faults and 12% more CPU than batches of 16, whose activations the heap keeps,
+at a lower peak (``bench/INGEST-RESULTS.md``). Fewer than ``BF16_ROW_STEP`` would be padded
+up to it, doing the work twice."""
 BF16_WIDTH_STEP = 32
 BF16_ROW_STEP = 16
 """On the bf16 path a batch is padded to a multiple of ``BF16_WIDTH_STEP`` word pieces and of
