@@ -53,11 +53,11 @@ third of the CPU per query; identical vectors to ~1e-7 cosine; see ``onnx_query`
 DOCUMENT_ENCODER_ENV = "PARALLEL_RAG_DOCUMENT_ENCODER"
 """How the bundled model embeds documents (ingest's chunks and sentences): ``bf16`` (chunks on
 torch with bfloat16 matrix products, sentences on ONNX Runtime: ``LONG_TOKENS``), ``onnx``
-(ONNX Runtime, float32), ``torch`` (sentence-transformers, float32), ``int8`` (sentences on an
-int8 copy of the ONNX graph, chunks as ``auto`` runs them) or ``auto`` (the default: ``bf16``
+(ONNX Runtime, float32), ``torch`` (sentence-transformers, float32), ``int8`` (an int8 copy
+of the ONNX graph, one text a run) or ``auto`` (the default: ``bf16``
 on a CPU that multiplies bfloat16 natively, AMX or AVX512-BF16, else ``onnx``). The float
-choices give the torch model's vectors to within 1e-4 cosine, ``int8`` its sentence vectors to
-within 0.03 (``bench/INGEST-RESULTS.md``); queries are float32 whatever the choice, so indexes
+choices give the torch model's vectors to within 1e-4 cosine, ``int8`` to within 0.03
+(``bench/INGEST-RESULTS.md``); queries are float32 whatever the choice, so indexes
 built by any of them are searched alike."""
 BF16_BATCH = 16
 """Documents per forward pass on the bf16 path (a call's texts are sorted by length first, so
@@ -78,8 +78,7 @@ cosine; ``bench/INGEST-RESULTS.md``)."""
 LONG_TOKENS = 96
 """On the bf16 encoder, documents longer than this many word pieces (chunks) run on torch in
 bfloat16, shorter ones (sentences) on ONNX Runtime in float32: bfloat16 halves a chunk's CPU,
-while a sentence's cost is mostly framework overhead, which ONNX Runtime has less of. On the
-int8 encoder the shorter ones run on the int8 graph."""
+while a sentence's cost is mostly framework overhead, which ONNX Runtime has less of."""
 
 QUERY_CACHE_SIZE = 1024
 """Query vectors kept per model (a few hundred KB for a 384-d model)."""
@@ -365,7 +364,7 @@ def _load(model: str, device: str) -> Embeddings:
     )
     if model == BUNDLED and device == "cpu":
         encoder = document_encoder()
-        if encoder == "bf16" or (encoder == "int8" and native_bf16()):
+        if encoder == "bf16":
             embeddings = Bf16DocumentEmbeddings(embeddings)
         if os.environ.get(ONNX_QUERIES_ENV) != "0":
             from .onnx_query import onnx_query_embeddings
@@ -374,8 +373,8 @@ def _load(model: str, device: str) -> Embeddings:
                 embeddings,
                 resolve_model(model),
                 documents=encoder in ("onnx", "bf16", "int8"),
-                long_tokens=LONG_TOKENS if encoder in ("bf16", "int8") else None,
-                short_int8=encoder == "int8",
+                long_tokens=LONG_TOKENS if encoder == "bf16" else None,
+                int8=encoder == "int8",
             )
             embeddings = wrapped or embeddings
     return QueryOnceEmbeddings(embeddings)

@@ -6,10 +6,10 @@ with one thread takes about 6 ms (``bench/ANN-RESULTS.md``). Documents (ingest's
 sentences) can run on the same graph in a second session with ``encoder_threads()`` threads, in
 length-sorted batches (little padding): where the CPU has no native bfloat16 this is the
 default document encoder (``embeddings.DOCUMENT_ENCODER_ENV``), about half the CPU of
-sentence-transformers on torch for a sentence (``bench/INGEST-RESULTS.md``). Short documents
-can run on an int8 copy of the graph instead (``quantized_graph``: weights quantized per output
-channel, activations per batch), at about half the CPU again for vectors within a few hundredths
-of cosine of the torch ones.
+sentence-transformers on torch for a sentence (``bench/INGEST-RESULTS.md``). Documents can
+run on an int8 copy of the graph instead (``quantized_graph``: weights quantized per output
+channel, activations per run), one text a run: about half the CPU of float32 for a sentence and
+two thirds of bf16 for a chunk, for vectors within a few hundredths of cosine of the torch ones.
 
 The ONNX graph (BERT, mean pooling over the attention mask, L2 normalisation) is exported
 locally from the packaged weights on first use and kept in a cache directory
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.embeddings import Bf16DocumentEmbeddings, WrappedEmbeddings
+from parallel_rag.backends.embeddings import WrappedEmbeddings
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,10 @@ PROBES = (
     " ".join(["The long passage repeats itself until it passes the model's limit."] * 40),
 )
 INT8_MIN_COSINE = 0.97
-"""The lowest cosine an int8 document vector of a short probe text may have with the torch
-vector. Per-channel int8 gives 0.978 at worst on the probes (0.976 at worst, 0.993 on average,
-over 2,637 SciFact chunks and sentences); per-tensor int8, whose vectors move about four times
-as far, gives 0.955, so a graph quantized the wrong way is refused."""
+"""The lowest cosine an int8 document vector of a probe text may have with the torch vector.
+Per-channel int8 gives 0.978 at worst on the probes (on SciFact: chunks 0.991 at worst, 0.995
+on average; sentences 0.976 and 0.993); per-tensor int8, whose vectors move about four times as
+far, gives 0.932, so a graph quantized the wrong way is refused."""
 _export_lock = threading.Lock()
 
 
@@ -169,11 +169,10 @@ def _session(onnxruntime, path: Path, threads: int):
 class OnnxQueryEmbeddings(WrappedEmbeddings):
     """``embed_query`` on ONNX Runtime (one thread), ``embed_documents`` on ONNX Runtime too
     when a document session is given (else the wrapped model's), and every other attribute
-    from the wrapped LangChain ``HuggingFaceEmbeddings``.
-
-    With ``long_tokens``, documents are split by length: those up to that many word pieces run
-    on ``short_session`` if given (the int8 graph), else on the document session; longer ones
-    on the wrapped model when it is the bf16 encoder, else on the document session."""
+    from the wrapped LangChain ``HuggingFaceEmbeddings``. With an ``int8_session`` every
+    document runs on it instead, one text a run (``_one_by_one``). With ``long_tokens`` (the bf16
+    encoder), documents over that many word pieces go to the wrapped model, the others to the
+    document session."""
 
     def __init__(
         self,
@@ -182,7 +181,7 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         tokenizer,
         document_session=None,
         long_tokens: int | None = None,
-        short_session=None,
+        int8_session=None,
     ):
         """``session`` is the one-thread query session, or a callable making it on the first
         query: an ingest, which embeds no query, then never holds it (about 100 MB)."""
@@ -193,15 +192,15 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         self._query_tokenizer = tokenizer
         self._document_session = document_session
         self._long_tokens = long_tokens
-        self._short_session = short_session
+        self._int8_session = int8_session
 
     @property
     def documents_on_onnx(self) -> bool:
         return self._document_session is not None
 
     @property
-    def short_documents_on_int8(self) -> bool:
-        return self._document_session is not None and self._short_session is not None
+    def documents_on_int8(self) -> bool:
+        return self._document_session is not None and self._int8_session is not None
 
     @property
     def query_session(self):
@@ -224,6 +223,10 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if self._document_session is None:
             return self.inner.embed_documents(texts)
+        if self._int8_session is not None:
+            if not texts:
+                return []
+            return self._one_by_one(self._encode(texts), self._int8_session).tolist()
         if self._long_tokens is None or not texts:
             return self.document_matrix(texts).tolist()
         encoded = self._encode(texts)
@@ -231,22 +234,14 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         short_rows = [i for i, is_long in enumerate(long) if not is_long]
         long_rows = [i for i, is_long in enumerate(long) if is_long]
         vectors: list = [None] * len(texts)
-        if short_rows and self._short_session is not None:
-            matrix = self._one_by_one([encoded[i] for i in short_rows], self._short_session)
-            for i, row in zip(short_rows, matrix.tolist(), strict=True):
-                vectors[i] = row
-        elif short_rows:
+        if short_rows:
             matrix = self._matrix([encoded[i] for i in short_rows], self._document_session)
             for i, row in zip(short_rows, matrix.tolist(), strict=True):
                 vectors[i] = row
-        if long_rows and isinstance(self.inner, Bf16DocumentEmbeddings):
+        if long_rows:
             rows = self.inner.embed_documents([texts[i] for i in long_rows])
             for i, row in zip(long_rows, rows, strict=True):
                 vectors[i] = list(row)
-        elif long_rows:
-            matrix = self._matrix([encoded[i] for i in long_rows], self._document_session)
-            for i, row in zip(long_rows, matrix.tolist(), strict=True):
-                vectors[i] = row
         return vectors
 
     def document_matrix(self, texts: list[str]) -> np.ndarray:
@@ -289,8 +284,9 @@ class OnnxQueryEmbeddings(WrappedEmbeddings):
         """Texts already tokenized, each in a run of its own on the one-thread ``session``,
         ``encoder_threads()`` runs at a time. The int8 graph quantizes its activations with one
         scale per run, so texts batched together would move each other's vectors (by up to
-        0.007 cosine): one at a time, a text's vector is the same whatever else is embedded,
-        for about a quarter more CPU than batches of eight."""
+        0.007 cosine): one at a time, a text's vector is the same whatever else is embedded.
+        It costs no more CPU than batches: a text pads nothing, and on one thread a run pays
+        no synchronisation (``bench/INGEST-RESULTS.md``)."""
 
         def run(item) -> np.ndarray:
             feed = {
@@ -325,14 +321,14 @@ def onnx_query_embeddings(
     model_dir: str,
     documents: bool = False,
     long_tokens: int | None = None,
-    short_int8: bool = False,
+    int8: bool = False,
 ) -> Embeddings | None:
     """``inner`` (a LangChain ``HuggingFaceEmbeddings`` over the bundled model in
     ``model_dir``, or the bf16 wrapper of one) with its queries on ONNX Runtime, and its
-    documents too when ``documents`` (those over ``long_tokens`` word pieces, if given, stay on
-    a bf16 ``inner``; with ``short_int8`` the others run on the int8 graph); None when that is
-    not available or its query vectors differ from the torch model's (documents whose vectors
-    differ stay on ``inner``, short ones whose int8 vectors are off run in float32)."""
+    documents too when ``documents``: on the int8 graph with ``int8``, else in float32 (those
+    over ``long_tokens`` word pieces, if given, on a bf16 ``inner``); None when that is not
+    available or its query vectors differ from the torch model's (documents whose vectors
+    differ stay on ``inner``; int8 vectors that are off leave documents in float32)."""
     try:
         import onnxruntime
         from tokenizers import Tokenizer
@@ -372,8 +368,8 @@ def onnx_query_embeddings(
             if float(gaps.min()) < 1 - MAX_COSINE_GAP:
                 log.warning("ONNX document vectors differ from the torch model's; using torch")
                 fast._document_session = None
-            elif short_int8 and long_tokens is not None:
-                fast._short_session = int8_session(fast, onnxruntime, target, model_dir, reference)
+            elif int8:
+                fast._int8_session = int8_session(fast, onnxruntime, target, model_dir, reference)
         return fast
     except Exception as error:  # noqa: BLE001 - any failure keeps the torch path
         log.info(
@@ -384,7 +380,7 @@ def onnx_query_embeddings(
 
 def int8_session(fast: OnnxQueryEmbeddings, onnxruntime, graph: Path, model_dir: str, reference):
     """A document session on the int8 copy of ``graph`` (quantized on first use), or None when
-    that fails or its vectors of the short ``PROBES`` (``fast`` tokenizes them) are further than
+    that fails or its vectors of the ``PROBES`` (``fast`` tokenizes them) are further than
     ``INT8_MIN_COSINE`` from the torch model's (``reference``, a row per probe)."""
     try:
         target = quantized_graph(model_dir)
@@ -392,10 +388,8 @@ def int8_session(fast: OnnxQueryEmbeddings, onnxruntime, graph: Path, model_dir:
             if not target.is_file():
                 _quantize(graph, target)
         session = _session(onnxruntime, target, 1)  # one text a run: see ``_one_by_one``
-        lengths = [len(encoded.ids) for encoded in fast._encode(list(PROBES))]
-        short = [i for i, length in enumerate(lengths) if length <= fast._long_tokens]
-        found = fast._one_by_one(fast._encode([PROBES[i] for i in short]), session)
-        cosines = np.einsum("ij,ij->i", found, np.asarray(reference)[short])
+        found = fast._one_by_one(fast._encode(list(PROBES)), session)
+        cosines = np.einsum("ij,ij->i", found, np.asarray(reference))
     except Exception as error:  # noqa: BLE001 - short documents stay in float32
         log.warning("int8 document encoding unavailable (%s: %s)", type(error).__name__, error)
         return None

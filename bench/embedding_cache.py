@@ -31,7 +31,6 @@ from parallel_rag.backends.embeddings import (
     document_encoder,
     embedding_identity,
     load_embeddings,
-    native_bf16,
 )
 
 ENCODE_BATCH = 64
@@ -51,17 +50,15 @@ def cache_name(model: str) -> str:
     """The cache folder of ``model``'s vectors: its identity, and for the bundled model on its
     bf16 document encoder a ``--bf16`` suffix (those vectors differ from float32 ones by up to
     1e-4 cosine; the ONNX and torch float32 encoders agree to 1e-6 and share a folder), on its
-    int8 one ``--int8`` (``--int8-bf16`` where its long texts run on bf16)."""
+    int8 one ``--int8``."""
     name = _slug(embedding_identity(model))
     encoder = document_encoder() if model == BUNDLED else None
-    if encoder == "int8":
-        return f"{name}--int8-bf16" if native_bf16() else f"{name}--int8"
-    return f"{name}--bf16" if encoder == "bf16" else name
+    return f"{name}--{encoder}" if encoder in ("bf16", "int8") else name
 
 
 def separate_queries(model: str) -> bool:
     """Whether ``model`` embeds a text as a query differently from a document of the same text:
-    the int8 encoder's short documents are int8, its queries float32. Elsewhere a short text's
+    the int8 encoder's documents are int8, its queries float32. Elsewhere a short text's
     two vectors agree to 1e-5 and the cache keeps one."""
     return model == BUNDLED and document_encoder() == "int8"
 

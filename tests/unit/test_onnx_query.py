@@ -1,6 +1,6 @@
 """Queries of the bundled MiniLM on ONNX Runtime: the same vectors as the torch model; documents
 on the chosen document encoder (ONNX Runtime or bf16 torch) within 1e-4 cosine of the torch
-model's whatever their batch, short ones on the int8 encoder within 0.03; a fallback to torch
+model's whatever their batch, on the int8 encoder within 0.03; a fallback to torch
 when ONNX is unavailable or differs, to float32 when the int8 graph does."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from parallel_rag.backends.embeddings import (
     BF16_ROW_STEP,
     BF16_WIDTH_STEP,
     DOCUMENT_ENCODER_ENV,
-    LONG_TOKENS,
     Bf16DocumentEmbeddings,
     bundled_model_path,
     document_encoder,
@@ -212,26 +211,20 @@ def cosines(a, b) -> np.ndarray:
     return np.einsum("ij,ij->i", np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.parametrize("long_on", ["onnx", "bf16"])
-def test_int8_encoder_runs_short_documents_on_int8_and_long_ones_in_float(torch_model, long_on):
-    """Short texts (sentences) on the int8 graph: close to the torch vectors, not equal to them
-    (so int8 really ran); long ones (chunks) on the bf16 wrapper when given, else float32."""
-    inner = Bf16DocumentEmbeddings(torch_model) if long_on == "bf16" else torch_model
-    model = onnx_query_embeddings(
-        inner, bundled_model_path(), documents=True, long_tokens=LONG_TOKENS, short_int8=True
-    )
-    assert model.short_documents_on_int8
-    short = TEXTS[:3] + [f"Protein {i} binds calcium in the membrane." for i in range(40)]
-    texts = short + TEXTS[3:]
+def test_int8_encoder_runs_documents_on_int8_one_text_a_run(torch_model):
+    """Sentences and chunks on the int8 graph: close to the torch vectors, not equal to them
+    (so int8 really ran), and a text's vector is the same whatever else is in its call."""
+    model = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True, int8=True)
+    assert model.documents_on_int8
+    texts = TEXTS + [f"Protein {i} binds calcium in the membrane." for i in range(40)]
     got = model.embed_documents(texts)
     reference = torch_model.embed_documents(texts)
-    near = cosines(got[: len(short)], reference[: len(short)])
+    near = cosines(got, reference)
     assert near.min() > 0.97 and near.mean() > 0.985
     assert near.max() < 1 - 1e-4
-    assert cosines(got[len(short) :], reference[len(short) :]).min() > 1 - 1e-4
-    # a text's vector does not depend on the call it came in
     alone = [model.embed_documents([t])[0] for t in texts[::7]]
-    assert cosines(alone, got[::7]).min() > 1 - 1e-5
+    np.testing.assert_allclose(alone, np.asarray(got)[::7], atol=1e-6)
+    assert model.embed_documents([]) == []
     # queries stay float32 on the float32 graph
     assert float(np.asarray(model.embed_query(TEXTS[0])) @ reference[0]) > 1 - 1e-5
 
@@ -246,10 +239,8 @@ def test_an_int8_graph_that_moves_vectors_too_far_is_refused(torch_model, monkey
     source = onnx_query.exported_graph(bundled_model_path())
     quantize_dynamic(str(source), str(per_tensor), weight_type=QuantType.QInt8)
     monkeypatch.setattr(onnx_query, "quantized_graph", lambda model_dir: per_tensor)
-    model = onnx_query_embeddings(
-        torch_model, bundled_model_path(), documents=True, long_tokens=LONG_TOKENS, short_int8=True
-    )
-    assert model.documents_on_onnx and not model.short_documents_on_int8
+    model = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True, int8=True)
+    assert model.documents_on_onnx and not model.documents_on_int8
     got = model.embed_documents(TEXTS)
     assert cosines(got, torch_model.embed_documents(TEXTS)).min() > 1 - 1e-4
 
@@ -259,10 +250,8 @@ def test_int8_falls_back_to_float32_when_quantization_fails(torch_model, monkeyp
 
     monkeypatch.setattr(onnx_query, "quantized_graph", lambda model_dir: tmp_path / "q.onnx")
     monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
-    model = onnx_query_embeddings(
-        torch_model, bundled_model_path(), documents=True, long_tokens=LONG_TOKENS, short_int8=True
-    )
-    assert model.documents_on_onnx and not model.short_documents_on_int8
+    model = onnx_query_embeddings(torch_model, bundled_model_path(), documents=True, int8=True)
+    assert model.documents_on_onnx and not model.documents_on_int8
     assert not (tmp_path / "q.onnx").exists()
     assert (
         cosines(model.embed_documents(TEXTS), torch_model.embed_documents(TEXTS)).min() > 1 - 1e-4
@@ -270,11 +259,11 @@ def test_int8_falls_back_to_float32_when_quantization_fails(torch_model, monkeyp
 
 
 def test_the_int8_choice_loads_the_int8_encoder(monkeypatch):
-    """``PARALLEL_RAG_DOCUMENT_ENCODER=int8`` through the shared loader: queries on ONNX,
-    short documents on int8, long ones bf16 where the CPU has it, else float32 ONNX."""
-    from parallel_rag.backends.embeddings import _load, native_bf16
+    """``PARALLEL_RAG_DOCUMENT_ENCODER=int8`` through the shared loader: queries on ONNX in
+    float32, documents on int8, no bf16 wrapper."""
+    from parallel_rag.backends.embeddings import _load
 
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "int8")
     model = _load.__wrapped__("bundled", "cpu").inner
-    assert isinstance(model, OnnxQueryEmbeddings) and model.short_documents_on_int8
-    assert isinstance(model.inner, Bf16DocumentEmbeddings) == native_bf16()
+    assert isinstance(model, OnnxQueryEmbeddings) and model.documents_on_int8
+    assert not isinstance(model.inner, Bf16DocumentEmbeddings)
