@@ -51,14 +51,16 @@ ONNX_QUERIES_ENV = "PARALLEL_RAG_ONNX_QUERIES"
 third of the CPU per query; identical vectors to ~1e-7 cosine; see ``onnx_query``)."""
 
 DOCUMENT_ENCODER_ENV = "PARALLEL_RAG_DOCUMENT_ENCODER"
-"""How the bundled model embeds documents (ingest's chunks and sentences): ``bf16`` (chunks on
-torch with bfloat16 matrix products, sentences on ONNX Runtime: ``LONG_TOKENS``), ``onnx``
-(ONNX Runtime, float32), ``torch`` (sentence-transformers, float32), ``int8`` (an int8 copy
-of the ONNX graph, one text a run) or ``auto`` (the default: ``bf16``
-on a CPU that multiplies bfloat16 natively, AMX or AVX512-BF16, else ``onnx``). The float
-choices give the torch model's vectors to within 1e-4 cosine, ``int8`` to within 0.03
-(``bench/INGEST-RESULTS.md``); queries are float32 whatever the choice, so indexes
-built by any of them are searched alike."""
+"""How the bundled model embeds documents (ingest's chunks and sentences, a reranker's passages,
+a router's examples): ``int8`` (an int8 copy of the ONNX graph, one text a run), ``bf16``
+(chunks on torch with bfloat16 matrix products, sentences on ONNX Runtime: ``LONG_TOKENS``),
+``onnx`` (ONNX Runtime, float32), ``torch`` (sentence-transformers, float32) or ``auto`` (the
+default: ``bf16`` on a CPU with AMX, whose bfloat16 tiles made it the fastest there, else
+``int8``: on an AVX512-BF16 CPU without AMX int8 took half the CPU of ``bf16`` for an ingest).
+The float choices give the torch model's vectors to within 1e-4 cosine, ``int8`` to within 0.03,
+and retrieval quality within 0.003 of ``bf16`` on SciFact, HotpotQA and Vaswani
+(``bench/INGEST-RESULTS.md``); queries are float32 whatever the choice, so indexes built by any
+of them are searched alike."""
 BF16_BATCH = 16
 """Documents per forward pass on the bf16 path (a call's texts are sorted by length first, so
 each batch pads little). A batch of 64 chunks needs activations of 25-200 MB, which glibc maps
@@ -106,14 +108,14 @@ class WrappedEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
-def native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in hardware (AMX or AVX512-BF16; read from
-    /proc/cpuinfo, so False where there is none): elsewhere bf16 is emulated and slower."""
+def amx_bf16() -> bool:
+    """Whether this CPU has AMX tiles for bfloat16 (read from /proc/cpuinfo, so False where
+    there is none), where ``bf16`` encoded an ingest in about half the CPU it takes elsewhere."""
     try:
         flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    return " amx_bf16" in flags or " avx512_bf16" in flags
+    return " amx_bf16" in flags
 
 
 def document_encoder() -> str:
@@ -124,7 +126,7 @@ def document_encoder() -> str:
             f"{DOCUMENT_ENCODER_ENV}: expected auto, bf16, onnx, torch or int8, got {choice!r}"
         )
     if choice == "auto":
-        return "bf16" if native_bf16() else "onnx"
+        return "bf16" if amx_bf16() else "int8"
     return choice
 
 

@@ -4,12 +4,12 @@ A question is one short sequence: through sentence-transformers on torch it cost
 of CPU, most of it framework overhead around a small model; the same network on ONNX Runtime
 with one thread takes about 6 ms (``bench/ANN-RESULTS.md``). Documents (ingest's chunks and
 sentences) can run on the same graph in a second session with ``encoder_threads()`` threads, in
-length-sorted batches (little padding): where the CPU has no native bfloat16 this is the
-default document encoder (``embeddings.DOCUMENT_ENCODER_ENV``), about half the CPU of
-sentence-transformers on torch for a sentence (``bench/INGEST-RESULTS.md``). Documents can
-run on an int8 copy of the graph instead (``quantized_graph``: weights quantized per output
-channel, activations per run), one text a run: about half the CPU of float32 for a sentence and
-two thirds of bf16 for a chunk, for vectors within a few hundredths of cosine of the torch ones.
+length-sorted batches (little padding): the ``onnx`` document encoder
+(``embeddings.DOCUMENT_ENCODER_ENV``), about half the CPU of sentence-transformers on torch for
+a sentence (``bench/INGEST-RESULTS.md``). Or on an int8 copy of the graph (``quantized_graph``:
+weights quantized per output channel, activations per run), one text a run: the default on a
+CPU without AMX, about half the CPU of float32 for a sentence and two thirds of bf16 for a
+chunk, for vectors within a few hundredths of cosine of the torch ones.
 
 The ONNX graph (BERT, mean pooling over the attention mask, L2 normalisation) is exported
 locally from the packaged weights on first use and kept in a cache directory

@@ -16,6 +16,7 @@ from parallel_rag.backends.embeddings import (
     BF16_WIDTH_STEP,
     DOCUMENT_ENCODER_ENV,
     Bf16DocumentEmbeddings,
+    amx_bf16,
     bundled_model_path,
     document_encoder,
     load_embeddings,
@@ -59,13 +60,16 @@ def test_onnx_query_vectors_match_torch(torch_model):
 
 
 def test_document_vectors_match_torch_whatever_their_batch(torch_model):
+    """The shipped encoder's document vectors: within 1e-4 cosine of torch's on the float
+    encoders, 0.03 on int8; a text's vector the same whatever else is in its call."""
     fast = load_embeddings().inner
     texts = TEXTS + [f"sentence number {i} of a short batch." for i in range(40)]
     reference = np.asarray(torch_model.embed_documents(texts))
     together = np.asarray(fast.embed_documents(texts))
     alone = np.asarray([fast.embed_documents([t])[0] for t in TEXTS])
     assert together.shape == reference.shape
-    assert np.einsum("ij,ij->i", together, reference).min() > 1 - 1e-4
+    gap = 0.03 if document_encoder() == "int8" else 1e-4
+    assert np.einsum("ij,ij->i", together, reference).min() > 1 - gap
     assert np.einsum("ij,ij->i", alone, together[: len(TEXTS)]).min() > 1 - 1e-4
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1, atol=1e-4)
     assert fast.embed_documents([]) == []
@@ -168,7 +172,9 @@ def test_document_encoder_choice(monkeypatch):
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "ONNX")
     assert document_encoder() == "onnx"
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "auto")
-    assert document_encoder() in {"bf16", "onnx"}
+    assert document_encoder() == ("bf16" if amx_bf16() else "int8")
+    monkeypatch.delenv(DOCUMENT_ENCODER_ENV)
+    assert document_encoder() == ("bf16" if amx_bf16() else "int8")
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, " Int8 ")
     assert document_encoder() == "int8"
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "fp8")
