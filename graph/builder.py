@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Checkpointer, Command
 from langgraph.utils.runnable import RunnableCallable
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.secrets import register_secrets, secrets_in
@@ -59,6 +59,8 @@ from parallel_rag.graph.state import (
     RetrievalResult,
     coerce_request,
 )
+from parallel_rag.nodes.chat_models import make_chat_model
+from parallel_rag.nodes.contextualize.node import ContextualizeNode
 from parallel_rag.nodes.fallback import FallbackNode
 from parallel_rag.nodes.fuse import make_fuse_node
 from parallel_rag.nodes.generate.node import GenerateNode
@@ -155,6 +157,7 @@ class _Parts:
     prefetch: QueryPrefetch
     rerank: Any  # the rerank node, None without a reranker
     loads_reranker: bool  # the scorer loads the embedding model on first use
+    conversation_model: BaseChatModel | None  # writes standalone questions; None: carry-over
 
 
 def _parts(
@@ -164,6 +167,7 @@ def _parts(
     reranker_model: BaseChatModel | None,
     scorer: PairScorer | None,
     base_dir: str | os.PathLike | None,
+    conversation_model: BaseChatModel | None = None,
 ) -> _Parts:
     extra = dict(retrievers or {})
     for branch_name, obj in extra.items():
@@ -236,6 +240,8 @@ def _parts(
         ),
         rerank=rerank,
         loads_reranker=reranker is not None and not scorer_given,
+        conversation_model=conversation_model
+        or (make_chat_model(pipeline.conversation.llm) if pipeline.conversation.llm else None),
     )
 
 
@@ -260,10 +266,20 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
             ["retrieve"],
         )
         entry_targets = ["rewrite", "retrieve"]
-    entry_router = make_entry_router(
-        branches, pipeline.tenant_field, parts.rewriter is not None, parts.prefetch
+    route = partial(
+        make_entry_router, branches, pipeline.tenant_field, parts.rewriter is not None,
+        parts.prefetch,
+    )  # fmt: skip
+    # a conversation with earlier turns is resolved first; a first turn goes straight on
+    builder.add_node("contextualize", ContextualizeNode(parts.conversation_model).invoke)
+    builder.add_conditional_edges(
+        "contextualize", _inline(route(contextualize=False), trace=True), entry_targets
     )
-    builder.add_conditional_edges(START, _inline(entry_router, trace=True), entry_targets)
+    builder.add_conditional_edges(
+        START,
+        _inline(route(contextualize=True), trace=True, name="route_request"),
+        ["contextualize", *entry_targets],
+    )
 
     reranks = parts.rerank is not None
     retrieve = RetrieveNode({b.name: b for b in branches}, rerank=reranks)
@@ -314,6 +330,7 @@ def _compile(
     *,
     uses_model: bool,
     retrieval: CompiledStateGraph | None = None,
+    checkpointer: Checkpointer = None,
 ) -> RAGGraph:
     branches = parts.branches
     uses_model = uses_model or any(b.kind == "dense" for b in branches) or parts.loads_reranker
@@ -324,7 +341,7 @@ def _compile(
         retrievers=tuple((b.name, b.retriever) for b in branches),
         retrieval=retrieval,
     )
-    compiled = as_rag_graph(builder.compile(name=name), profile)
+    compiled = as_rag_graph(builder.compile(name=name, checkpointer=checkpointer), profile)
     _validate_input_at_entry(compiled)
     return compiled
 
@@ -337,15 +354,19 @@ def build_retrieval_graph(
     reranker_model: BaseChatModel | None = None,
     scorer: PairScorer | None = None,
     base_dir: str | os.PathLike | None = None,
+    conversation_model: BaseChatModel | None = None,
+    checkpointer: Checkpointer = None,
     name: str = "parallel-rag-retrieval",
 ) -> RAGGraph:
-    """Compile the retrieval graph alone (rewrite -> fan-out -> [fallback] -> [rerank] -> fuse):
-    its output is ``RetrievalResult``, the fused documents with their account, and it never
-    generates. Arguments as for ``build_graph``."""
-    parts = _parts(config, retrievers, rewriter_model, reranker_model, scorer, base_dir)
+    """Compile the retrieval graph alone ([contextualize] -> [rewrite] -> fan-out ->
+    [fallback] -> [rerank] -> fuse): its output is ``RetrievalResult``, the fused documents
+    with their account, and it never generates. Arguments as for ``build_graph``."""
+    parts = _parts(
+        config, retrievers, rewriter_model, reranker_model, scorer, base_dir, conversation_model
+    )
     builder = _retrieval_builder(parts, RetrievalResult)
     builder.add_edge("fuse", END)
-    return _compile(builder, name, parts, uses_model=False)
+    return _compile(builder, name, parts, uses_model=False, checkpointer=checkpointer)
 
 
 def build_graph(
@@ -357,6 +378,8 @@ def build_graph(
     reranker_model: BaseChatModel | None = None,
     scorer: PairScorer | None = None,
     base_dir: str | os.PathLike | None = None,
+    conversation_model: BaseChatModel | None = None,
+    checkpointer: Checkpointer = None,
     name: str = "parallel-rag",
 ) -> RAGGraph:
     """Compile the workflow: the retrieval graph followed by ``generate``. ``config`` is a
@@ -367,8 +390,17 @@ def build_graph(
     ``reranker.kind`` would load (its ``top_k``, ``max_candidates`` and ``on_failure`` still
     apply). The compiled graph validates its input and its run's knobs; ``graph_profile(graph)``
     says which per-run knobs it honours, what ``warm_up`` loads, and holds its retrieval graph
-    (``retrieval``), compiled from the same components, for documents-only callers."""
-    parts = _parts(config, retrievers, rewriter_model, reranker_model, scorer, base_dir)
+    (``retrieval``), compiled from the same components, for documents-only callers.
+
+    The graph takes a ``query`` or a conversation (``messages``) and appends its answer to the
+    conversation. ``conversation_model`` (or ``conversation.llm`` in the configuration) writes
+    follow-up questions out as standalone ones; without one, the subject is carried over from
+    the earlier turns. ``checkpointer`` is any LangGraph checkpointer: runs with a
+    ``thread_id`` then continue that thread's conversation. The LangGraph server supplies its
+    own, so the ``langgraph.json`` graph brings none."""
+    parts = _parts(
+        config, retrievers, rewriter_model, reranker_model, scorer, base_dir, conversation_model
+    )
     retrieval = _retrieval_builder(parts, RetrievalResult)
     retrieval.add_edge("fuse", END)
     retrieval_graph = _compile(retrieval, f"{name}-retrieval", parts, uses_model=False)
@@ -391,4 +423,5 @@ def build_graph(
         uses_model=pipeline.generator.kind == "extractive"
         and pipeline.generator.min_similarity is not None,
         retrieval=retrieval_graph,
+        checkpointer=checkpointer,
     )

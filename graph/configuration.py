@@ -399,6 +399,15 @@ class GeneratorConfig(_Strict):
     )
 
 
+class ConversationConfig(_Strict):
+    """How a follow-up question is written out before retrieval. Without ``llm`` (the default)
+    the subject is carried over from the earlier turns without a model; with one, the chat
+    model writes a standalone question from the recent turns (only when the question refers
+    back; never on a first turn)."""
+
+    llm: ChatModelSettings | None = None
+
+
 class EmbeddingsConfig(_Strict):
     model: str = BUNDLED
     device: str = "cpu"
@@ -413,6 +422,7 @@ class PipelineConfig(_Strict):
     reranker: RerankerConfig | None = None
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    conversation: ConversationConfig = Field(default_factory=ConversationConfig)
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     on_failure: FailurePolicy = "warn"
     tenant_field: str = Field(default="tenant", min_length=1)

@@ -49,6 +49,11 @@ def fan_out(
     knobs = knobs or RAGContext()
     if knobs.retrievers is not None:
         branches = [b for b in branches if b.name in knobs.retrievers]
+    follow_up = state.get("follow_up")
+    if follow_up and all(v["text"] != follow_up.strip() for v in views):
+        # the question as written stays a view beside its resolution: a wrong resolution
+        # adds a view and cannot lose the question
+        views = [*views, QueryView(index=len(views), text=follow_up.strip(), kind="follow_up")]
     sends = []
     for view in views:
         for branch in branches:
@@ -122,12 +127,18 @@ def make_entry_router(
     tenant_field: str,
     has_rewriter: bool,
     prefetch: QueryPrefetch | None = None,
+    *,
+    contextualize: bool = False,
 ):
-    """The conditional entry: starts the query ``prefetch``, then to ``rewrite`` when a
-    rewriter is configured (and the run does not switch it off), else straight to the fan-out
-    with the original query."""
+    """The conditional entry: to ``contextualize`` when the conversation has earlier messages
+    (``contextualize=True``, the graph's entry); else it starts the query ``prefetch``, then
+    goes to ``rewrite`` when a rewriter is configured (and the run does not switch it off), or
+    straight to the fan-out with the question. After ``contextualize`` the same router runs with
+    ``contextualize=False``."""
 
     def route_request(state: dict[str, Any], runtime: Runtime[RAGContext]) -> str | list[Send]:
+        if contextualize and len(state.get("messages") or ()) > 1:
+            return "contextualize"
         knobs = runtime.context
         if prefetch is not None:
             prefetch.start(state["query"], knobs)

@@ -9,13 +9,18 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any
 
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
 from langchain_core.prompt_values import PromptValue
+from langgraph.graph.message import add_messages
+from parallel_rag.graph.errors import FieldError
+from parallel_rag.nodes.contextualize.history import ConversationError, coerce_messages
 from parallel_rag.nodes.records import (
     BranchRecord,
     BranchResult,
     Citation,
     FusedDocument,
     QueryView,
+    ResolutionRecord,
 )
 from pydantic import (
     BaseModel,
@@ -26,6 +31,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     field_validator,
+    model_validator,
 )
 from typing_extensions import TypedDict  # pydantic needs it for schemas on Python 3.11
 
@@ -34,12 +40,21 @@ MAX_TOP_K = 100
 FilterValue = StrictStr | StrictBool | StrictInt | StrictFloat
 
 
+Messages = Annotated[list[AnyMessage], add_messages]
+
+
 class RAGRequest(BaseModel):
-    """What a caller may send. Unknown keys are refused."""
+    """What a caller may send: a ``query``, or a conversation (``messages``, its last turn the
+    user's question). Unknown keys are refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    query: str = Field(description="the question", max_length=MAX_QUERY_CHARS)
+    query: str | None = Field(default=None, description="the question", max_length=MAX_QUERY_CHARS)
+    messages: Messages | None = Field(
+        default=None,
+        description="the conversation: LangChain messages or {role, content} dicts, the "
+        "user's question last (instead of query)",
+    )
     top_k: StrictInt = Field(default=5, ge=1, le=MAX_TOP_K, description="fused documents to use")
     filters: dict[str, FilterValue] | None = Field(
         default=None, description="metadata equality filter every branch applies"
@@ -48,15 +63,38 @@ class RAGRequest(BaseModel):
 
     @field_validator("query")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
             raise ValueError("must not be empty or whitespace")
         return value
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _conversation(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        try:
+            return coerce_messages(value, max_question_chars=MAX_QUERY_CHARS)
+        except ConversationError as error:  # "messages.3.role", as the caller wrote it
+            field = error.field.removeprefix("messages").lstrip(".")
+            raise FieldError(field, str(error).split(": ", 1)[1]) from None
+
+    @model_validator(mode="after")
+    def _question_given(self) -> RAGRequest:
+        if self.query is None and self.messages is None:
+            raise FieldError("query", "Field required (or a conversation in messages)")
+        if self.query is not None and self.messages is not None:
+            last = self.messages[-1]
+            text = last.text if isinstance(last, BaseMessage) else last.get("content")
+            if self.query != text:  # the same question twice is fine
+                raise FieldError("query", "the question goes here or last in messages, not both")
+        return self
 
 
 class RetrievalResult(TypedDict):
     """What the retrieval graph returns: the fused documents and their account, no answer."""
 
+    resolution: ResolutionRecord
     documents: list[FusedDocument]
     queries: list[dict[str, str]]
     branches: list[BranchRecord]
@@ -65,9 +103,11 @@ class RetrievalResult(TypedDict):
 
 
 class RAGResult(TypedDict):
-    """What the answer graph returns."""
+    """What the answer graph returns; ``messages`` is the conversation with its answer."""
 
+    messages: Messages
     answer: str
+    resolution: ResolutionRecord
     documents: list[FusedDocument]
     queries: list[dict[str, str]]
     citations: list[Citation]
@@ -88,7 +128,10 @@ class RAGState(TypedDict, total=False):
     """Internal state: the request, the views, every branch result, and the result fields.
     The run's knobs are not state: nodes read them from ``runtime.context``."""
 
-    query: str
+    messages: Messages
+    query: str  # the question retrieved on (written out when the conversation resolved it)
+    follow_up: str | None  # the question as written, when resolution changed it
+    resolution: ResolutionRecord
     top_k: int
     filters: dict[str, Any] | None
     tenant: str | None
@@ -104,11 +147,20 @@ class RAGState(TypedDict, total=False):
 
 
 def coerce_request(value: Any) -> dict[str, Any]:
-    """Validate graph input: a dict, a ``RAGRequest``, a bare question, or a prompt value."""
-    if isinstance(value, RAGRequest):
-        return value.model_dump()
+    """Validate graph input: a dict, a ``RAGRequest``, a bare question, or a prompt value. The
+    result carries both: ``query`` (the question as written) and ``messages`` (the
+    conversation; a plain query becomes a one-message conversation, so a thread reads as one)."""
     if isinstance(value, str):
         value = {"query": value}
     elif isinstance(value, PromptValue):
         value = {"query": value.to_string()}
-    return RAGRequest.model_validate(value).model_dump()
+    if isinstance(value, RAGRequest) and type(value) is not RAGRequest:
+        value = value.model_dump(exclude_unset=True)  # a served form of it: plain turns
+    request = value if isinstance(value, RAGRequest) else RAGRequest.model_validate(value)
+    fields = request.model_dump(exclude={"messages"})
+    if request.messages is None:
+        fields["messages"] = [HumanMessage(request.query)]
+    else:
+        fields["messages"] = request.messages
+        fields["query"] = request.messages[-1].text
+    return fields

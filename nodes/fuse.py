@@ -35,6 +35,7 @@ from operator import ge, itemgetter
 from typing import Any, Literal, get_args
 
 from langgraph.runtime import Runtime
+from parallel_rag.nodes.contextualize.records import first_turn_record
 from parallel_rag.nodes.knobs import knob
 from parallel_rag.nodes.records import (
     BranchHit,
@@ -291,6 +292,8 @@ def make_fuse_node(
             results, method=run_method, k=run_k, weights=run_weights, top_k=state["top_k"]
         )
         return {
+            # what was retrieved on: a first turn (no contextualize) retrieves the question as is
+            "resolution": state.get("resolution") or first_turn_record(state["query"]),
             "documents": documents,
             "branches": branch_records(results),
             "queries": views_used(results),

@@ -11,7 +11,7 @@ from typing import Any, Literal, NotRequired
 # typing_extensions' TypedDict: pydantic (LangServe/Studio output schemas) refuses typing's on 3.11
 from typing_extensions import TypedDict
 
-ViewKind = Literal["original", "rewrite", "hyde", "expansion"]
+ViewKind = Literal["original", "rewrite", "hyde", "expansion", "follow_up"]
 BranchStatus = Literal["ok", "empty", "failed", "skipped"]
 
 
@@ -111,3 +111,20 @@ class Citation(TypedDict):
 def branch_key(view_index: int, retriever: str) -> str:
     """The stable name of a (view, retriever) branch."""
     return f"q{view_index}:{retriever}"
+
+
+ResolutionMethod = Literal["as_written", "carry_over", "chat_model"]
+
+
+class ResolutionRecord(TypedDict):
+    """What a run retrieved on, and why: the ``question`` as the user wrote it, the question
+    the branches searched (``retrieved_on``), how it was written (``as_written``: nothing to
+    resolve; ``carry_over``: the subject carried over from the earlier turns without a model;
+    ``chat_model``: a standalone question from the configured chat model), the carried
+    ``subject`` and a sentence of ``reason``."""
+
+    question: str
+    retrieved_on: str
+    method: ResolutionMethod
+    reason: str
+    subject: NotRequired[str]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import Any, Literal
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -45,7 +45,15 @@ from parallel_rag.graph.errors import (  # noqa: E402
 from parallel_rag.graph.state import RAGRequest  # noqa: E402
 from parallel_rag.nodes.failure_policy import BlockedError  # noqa: E402
 from parallel_rag.studio.admission import AdmissionControl, AdmissionLimits  # noqa: E402
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model  # noqa: E402
+from pydantic import (  # noqa: E402
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+)
+from typing_extensions import TypedDict  # noqa: E402
 
 DEFAULT_PATH = "/rag"
 ENDPOINTS = (
@@ -61,11 +69,30 @@ ENDPOINTS = (
 )
 
 
+class ChatTurn(TypedDict):
+    """One message of a conversation as the OpenAI API writes it (what ``messages`` takes)."""
+
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
 class ServedRequest(RAGRequest):
     """``RAGRequest`` as served: same validation; optional fields drawn without a null branch
-    (the playground's form renderer cannot draw ``{"type": "null"}``)."""
+    (the playground's form renderer cannot draw ``{"type": "null"}``), and a conversation
+    drawn as ``{role, content}`` turns (LangChain's message models are not a form)."""
 
     model_config = ConfigDict(title="RAGRequest", json_schema_extra=drop_null_branches)
+
+    messages: list[ChatTurn] | None = Field(
+        default=None, description=RAGRequest.model_fields["messages"].description
+    )
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _conversation(cls, value: Any) -> Any:  # replaces RAGRequest's: checks, keeps dicts
+        if value is not None:
+            RAGRequest._conversation(value)
+        return value
 
 
 RunConfig = create_model(

@@ -23,7 +23,9 @@ import inspect
 import logging
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+
+from typing_extensions import TypedDict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -60,29 +62,66 @@ ASK_DESCRIPTION = (
 )
 
 
+class HistoryTurn(TypedDict):
+    """One earlier turn of the conversation, as the OpenAI API writes it."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+HISTORY_DESCRIPTION = (
+    "earlier turns of the conversation, oldest first, each {role: user|assistant, content}; "
+    "a follow-up question ('who founded it?') is resolved against them before retrieval"
+)
+
+
 def request_signature() -> inspect.Signature:
     """Keyword parameters mirroring ``RAGRequest``'s fields (types, constraints, defaults and
-    descriptions), so the SDK derives each tool's input schema from the request model."""
+    descriptions), so the SDK derives each tool's input schema from the request model. A tool
+    call names its question in ``query`` (required here) and may add the conversation before it
+    as ``history``, in place of the request's ``messages``."""
     parameters = []
     for name, field in RAGRequest.model_fields.items():
+        if name == "messages":
+            continue
         annotation = Annotated[
             (field.annotation, *field.metadata, Field(description=field.description))
         ]
-        default = inspect.Parameter.empty if field.is_required() else field.default
+        default = field.default
+        if name == "query":
+            annotation = Annotated[str, *field.metadata, Field(description=field.description)]
+            default = inspect.Parameter.empty
         parameters.append(
             inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
             )
         )
+    history = Annotated[list[HistoryTurn] | None, Field(description=HISTORY_DESCRIPTION)]
+    parameters.append(
+        inspect.Parameter(
+            "history", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=history
+        )
+    )
     return inspect.Signature(parameters, return_annotation=dict[str, Any])
 
 
 def validated_request(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The request as the graph takes it; a bad field is a tool error naming it."""
+    """The request as the graph takes it; a bad field is a tool error naming it. ``history``
+    and ``query`` become the conversation (``messages``), the question last."""
+    fields = {k: v for k, v in arguments.items() if v is not None}
+    history = fields.pop("history", None)
+    if history is not None:
+        if not isinstance(history, list):
+            raise ToolError("invalid request: history: expected a list of {role, content} turns")
+        if "query" not in fields:
+            raise ToolError("invalid request: query: Field required")
+        fields["messages"] = [*history, {"role": "user", "content": fields.pop("query")}]
     try:
-        return coerce_request({k: v for k, v in arguments.items() if v is not None})
+        request = coerce_request(fields)
     except ValidationError as error:
-        raise ToolError(f"invalid request: {one_line(problems(error, arguments))}") from None
+        problem = one_line(problems(error, arguments)).replace("messages.", "history.")
+        raise ToolError(f"invalid request: {problem}") from None
+    return request
 
 
 def run_graph(graph: CompiledStateGraph, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ class GeneratedAnswer:
     answer: str
     cited_numbers: list[int]
     warnings: list[str] = field(default_factory=list)
+    message_id: str | None = field(default=None, compare=False)  # the streamed reply's id
 
 
 def cited_numbers(answer: str, available: int) -> tuple[list[int], list[int]]:

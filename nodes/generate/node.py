@@ -1,6 +1,8 @@
 """The ``generate`` node: a grounded, cited answer from the fused documents.
 
 No evidence at all means the fixed insufficient-evidence sentence, and no model call. The
+answer joins the conversation (``messages``) as an AI message with its sources listed; a chat
+model also sees the recent turns before the question. The
 result's ``citations`` map each cited number back to the document it names. The chat model is
 called with the node's ``RunnableConfig``, so ``stream_mode="messages"`` streams its tokens out
 of the graph (tagged ``langgraph_node: generate``). A failing chat model follows ``on_failure``:
@@ -14,8 +16,10 @@ import time
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from parallel_rag.nodes.contextualize.history import recent_turns
+from parallel_rag.nodes.contextualize.node import answer_message
 from parallel_rag.nodes.failure_policy import FailurePolicy, attempt
-from parallel_rag.nodes.generate.citations import GeneratedAnswer, citation
+from parallel_rag.nodes.generate.citations import GeneratedAnswer, citation, source_label
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 
 
@@ -30,9 +34,13 @@ class GenerateNode:
         started = time.perf_counter()
         documents = state.get("documents") or []
         generated = GeneratedAnswer(INSUFFICIENT_EVIDENCE, [])
+        messages = state.get("messages") or []
+        # a generator that reads the conversation (a chat model) gets its recent turns
+        reads_history = getattr(self.generator, "reads_history", False) and len(messages) > 1
+        extra = {"history": recent_turns(messages)} if reads_history else {}
         if documents:
             done = attempt(
-                lambda: self.generator.generate(state["query"], documents, config),
+                lambda: self.generator.generate(state["query"], documents, config, **extra),
                 self.on_failure,
                 "generator",
                 warning="generator failed, no answer generated",
@@ -42,7 +50,10 @@ class GenerateNode:
             else:
                 generated = done.value
         citations = [citation(n, documents[n - 1]) for n in generated.cited_numbers]
+        labels = [f"[{n}] {source_label(documents[n - 1])}" for n in generated.cited_numbers]
         return {
+            # the conversation's next turn: the answer and where it comes from, no evidence
+            "messages": [answer_message(generated.answer, citations, labels, generated.message_id)],
             "answer": generated.answer,
             "citations": citations,
             "warnings": generated.warnings,

@@ -354,7 +354,7 @@ def test_served_schemas_have_no_null_branches_for_the_playground_form(fakes):
         schema = client.get(f"/rag/{route}").json()
         assert '"type": "null"' not in json.dumps(schema), route
     request = client.get("/rag/input_schema").json()
-    assert set(request["properties"]) == {"query", "top_k", "filters", "tenant"}
+    assert set(request["properties"]) == {"query", "messages", "top_k", "filters", "tenant"}
     accepted = client.post("/rag/invoke", json={"input": {"query": QUESTION, "tenant": None}})
     assert accepted.status_code == 200  # null still means unset
     refused = client.post("/rag/invoke", json={"input": {"query": QUESTION, "tenant": ""}})

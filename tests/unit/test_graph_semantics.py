@@ -13,13 +13,24 @@ import threading
 import pytest
 from fake_scorer import FakeScorer
 from parallel_rag.graph import RAGRequest
+from parallel_rag.graph.errors import problems
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode, RetrieveTask
 from pydantic import ValidationError
 from small_graphs import graph_of
 
-OUTPUT_KEYS = {"answer", "documents", "queries", "citations", "branches", "warnings", "timings"}
+OUTPUT_KEYS = {
+    "messages",
+    "answer",
+    "resolution",
+    "documents",
+    "queries",
+    "citations",
+    "branches",
+    "warnings",
+    "timings",
+}
 QUESTION = "What is the capital of France?"
 
 
@@ -32,13 +43,14 @@ def statuses(result) -> dict[str, str]:
 
 def test_nodes_without_rewriter_or_reranker(corpus):
     nodes = set(graph_of(corpus(2)).get_graph().nodes)
-    assert nodes == {"__start__", "retrieve", "fuse", "generate", "__end__"}
+    assert nodes == {"__start__", "contextualize", "retrieve", "fuse", "generate", "__end__"}
 
 
 def test_rewrite_node_only_when_a_rewriter_is_configured(corpus, fakes):
     graph = graph_of(corpus(2), rewriter_model=fakes.StaticChatModel(text="other words"))
     assert set(graph.get_graph().nodes) == {
         "__start__",
+        "contextualize",
         "rewrite",
         "retrieve",
         "fuse",
@@ -56,6 +68,7 @@ def test_rerank_node_only_when_a_reranker_is_configured(corpus, fakes):
     )
     assert set(graph.get_graph().nodes) == {
         "__start__",
+        "contextualize",
         "rewrite",
         "retrieve",
         "rerank",
@@ -69,6 +82,7 @@ def test_input_and_output_schemas_are_separate_from_state(corpus):
     graph = graph_of(corpus(2))
     assert set(graph.get_input_jsonschema()["properties"]) == {
         "query",
+        "messages",
         "top_k",
         "filters",
         "tenant",
@@ -154,8 +168,8 @@ def test_invalid_requests_are_refused_naming_the_field(fakes, request_input, fie
     graph = graph_of({"a": watcher, "b": fakes.ListRetriever()})
     with pytest.raises(ValidationError) as caught:
         graph.invoke(request_input)
-    locations = [error["loc"] for error in caught.value.errors()]
-    assert any(loc and loc[0] == field for loc in locations), locations
+    paths = [path for path, _ in problems(caught.value, request_input)]
+    assert any(path.split(".")[0] == field for path in paths), paths
     assert watcher.queries == []  # refused before any retrieval
 
 

@@ -337,6 +337,12 @@ async def test_generator_tokens_stream_out_of_the_graph_async(fakes):
     assert len(pieces) > 3 and "".join(pieces) == "Opened in 1937 [1]."
 
 
-def test_extractive_generator_streams_no_tokens(fakes):
+def test_extractive_generator_streams_its_answer_turn_once(fakes):
+    """No tokens (no model), but the answer joins the conversation as one AI message, which a
+    messages stream (Studio's chat) shows."""
     graph = build_graph({}, retrievers=one_doc_retrievers(fakes))
-    assert list(graph.stream(QUESTION, stream_mode="messages")) == []
+    streamed = list(graph.stream(QUESTION, stream_mode="messages"))
+    assert len(streamed) == 1
+    message, meta = streamed[0]
+    assert meta["langgraph_node"] == "generate" and message.type == "ai"
+    assert message.content.startswith(graph.invoke(QUESTION)["answer"])
