@@ -64,6 +64,9 @@ def format_answer(result: dict) -> str:
     from parallel_rag.nodes.generate.citations import source_label
 
     lines = [result["answer"], ""]
+    resolution = result.get("resolution") or {}
+    if resolution.get("retrieved_on") not in (None, resolution.get("question")):
+        lines.append(f"(retrieved on: {resolution['retrieved_on']})")
     cited = {c["number"] for c in result["citations"]}
     if result["documents"]:
         lines.append("Sources:")
@@ -95,12 +98,19 @@ def format_progress(event: dict) -> str:
     return line + (f" - {event['error']}" if event.get("error") else "")
 
 
-def run_with_progress(graph, request: dict, *, show: bool = True, out=None) -> dict:
+def run_with_progress(
+    graph, request: dict, *, show: bool = True, out=None, config: dict | None = None
+) -> dict:
     """Run the graph, printing each branch to ``out`` (stderr) the moment it finishes; returns
-    what ``invoke`` would (the streamed state cut to the output schema's keys)."""
+    what ``invoke`` would (the streamed state cut to the output schema's keys). ``config``
+    names a thread (``thread_config``) when the graph has a checkpointer."""
     out = out or sys.stderr
     state: dict = {}
-    for mode, chunk in graph.stream(request, stream_mode=["custom", "values"]):
+    # a thread keeps each turn's final state only (not every step's): a few tens of kB a turn
+    durability = "exit" if config else None
+    for mode, chunk in graph.stream(
+        request, config, stream_mode=["custom", "values"], durability=durability
+    ):
         if mode == "values":
             state = chunk
         elif show and isinstance(chunk, dict) and chunk.get("event") == "branch_finished":
@@ -213,16 +223,23 @@ def parse_filters(items: list[str] | None) -> dict[str, str]:
     return filters
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
-    from parallel_rag.graph.builder import build_graph, graph_profile
+def _request(args: argparse.Namespace, question: str) -> dict:
+    """The request of ``ask``/``chat``, checked before any model or store is loaded."""
     from parallel_rag.graph.state import coerce_request
 
-    request: dict = {"query": args.question, "top_k": args.top_k}
+    request: dict = {"query": question, "top_k": args.top_k}
     if args.filter:
         request["filters"] = parse_filters(args.filter)
     if args.tenant is not None:
         request["tenant"] = args.tenant
-    coerce_request(request)  # a bad request fails here, before any model or store is loaded
+    coerce_request(request)
+    return request
+
+
+def _answer_graph(args: argparse.Namespace, checkpointer=None):
+    """The graph ``ask`` and ``chat`` run (the --llm options applied), warmed up."""
+    from parallel_rag.graph.builder import build_graph, graph_profile
+
     resolved = _resolve(args)
     pipeline = resolved.runnable()
     if args.llm or args.model or args.rewriter:
@@ -231,15 +248,73 @@ def cmd_ask(args: argparse.Namespace) -> int:
         pipeline = with_llm_endpoint(
             pipeline, args.llm, model=args.model, rewriter_kind=args.rewriter
         )
-    graph = build_graph(pipeline, base_dir=resolved.base_dir)
+    graph = build_graph(pipeline, base_dir=resolved.base_dir, checkpointer=checkpointer)
     profile = graph_profile(graph)
     if profile is not None:  # a large store is read now, not inside the branch's timeout
         profile.warm_up()
-    result = run_with_progress(graph, request, show=not args.no_progress)
+    return graph
+
+
+def _print_result(args: argparse.Namespace, result: dict) -> None:
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=_json_default))
     else:
         print(format_answer(result))
+
+
+def _json_default(value):
+    from langchain_core.messages import BaseMessage
+
+    if isinstance(value, BaseMessage):  # the conversation, as the OpenAI API writes turns
+        role = {"human": "user", "ai": "assistant"}.get(value.type, value.type)
+        return {"role": role, "content": value.text}
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    request = _request(args, args.question)
+    if args.thread is None:
+        result = run_with_progress(_answer_graph(args), request, show=not args.no_progress)
+        _print_result(args, result)
+        return 0
+    from parallel_rag.studio.threads import open_threads, thread_config
+
+    config = thread_config(args.thread)
+    with open_threads(_resolve(args).base_dir) as threads:
+        graph = _answer_graph(args, threads)
+        result = run_with_progress(graph, request, show=not args.no_progress, config=config)
+    _print_result(args, result)
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """An interactive conversation: each line is a question, answered in the thread (a new one
+    unless ``--thread`` names one to go on with); an empty line, ``/exit`` or end of input
+    ends it."""
+    import time
+
+    from parallel_rag.studio.threads import open_threads, thread_config
+
+    name = args.thread or time.strftime("chat-%Y%m%d-%H%M%S")
+    config = thread_config(name)
+    with open_threads(_resolve(args).base_dir) as threads:
+        graph = _answer_graph(args, threads)
+        print(f"thread {name} (go on later with: parallel-rag chat --thread {name})", flush=True)
+        while True:
+            try:
+                question = input("> " if sys.stdin.isatty() else "")
+            except EOFError:
+                break
+            if not question.strip() or question.strip() in ("/exit", "/quit"):
+                break
+            try:
+                request = _request(args, question)
+            except ValueError as error:  # a bad question is reported; the chat goes on
+                print(f"parallel-rag: {error}", file=sys.stderr)
+                continue
+            result = run_with_progress(graph, request, show=not args.no_progress, config=config)
+            _print_result(args, result)
+            print(flush=True)
     return 0
 
 
@@ -319,8 +394,29 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument(
         "--no-progress", action="store_true", help="do not list branches as they finish (stderr)"
     )
+    ask.add_argument(
+        "--thread",
+        metavar="NAME",
+        help="go on with (or start) this conversation thread, kept beside the index; a "
+        "follow-up like 'who founded it?' is resolved against its earlier turns",
+    )
     ask.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     ask.set_defaults(run=cmd_ask)
+
+    chat = commands.add_parser(
+        "chat", help="an interactive conversation over the indexed documents (a thread)"
+    )
+    chat.add_argument("--thread", metavar="NAME", help="go on with this thread (default: new)")
+    chat.add_argument("--top-k", type=int, default=5)
+    chat.add_argument("--filter", action="append", metavar="KEY=VALUE")
+    chat.add_argument("--tenant")
+    chat.add_argument("--json", action="store_true", help="print each RAGResult as JSON")
+    chat.add_argument("--llm", metavar="URL", help="as for ask")
+    chat.add_argument("--model", help="as for ask")
+    chat.add_argument("--rewriter", choices=["multi_query", "decompose", "hyde"])
+    chat.add_argument("--no-progress", action="store_true", help="do not list branches")
+    chat.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
+    chat.set_defaults(run=cmd_chat)
 
     serve = commands.add_parser(
         "serve", help="serve the graph with LangServe (invoke/batch/stream/playground)"
