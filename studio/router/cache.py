@@ -1,5 +1,6 @@
 """The router's context cache: per route, retrieved context keyed on everything that changes
-it (route, normalised query, filters, tenant, top_k, thresholds, embedding identity, scorer
+it (route, what was retrieved on: the conversation's resolved question and the question as
+written, normalised; filters, tenant, top_k, thresholds, embedding identity, scorer
 identity), kept in an LRU with a TTL and emptied when an ingest rewrites the route's stores
 (a fingerprint of their files, ``store_generation``).
 
@@ -16,6 +17,7 @@ import threading
 import time
 import urllib.parse
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,13 +107,22 @@ def scorer_name(pipeline: PipelineConfig) -> str | None:
 
 
 def cache_key(
-    route: str, pipeline: PipelineConfig, query: str, rag_request: dict[str, Any]
+    route: str,
+    pipeline: PipelineConfig,
+    resolution: Mapping[str, Any],
+    rag_request: dict[str, Any],
 ) -> tuple:
-    """What the context of ``rag_request`` on ``route`` depends on."""
+    """What the context of ``rag_request`` on ``route`` depends on. ``resolution`` is the
+    conversation's ``ResolutionRecord``: the branches search its ``retrieved_on`` and, when
+    that differs, the ``question`` as written too (a view of its own), so both are in the key.
+    A follow-up ("Who designed it?") is therefore cached per subject it resolved to, never
+    shared between conversations about different things, while a repeat of the same
+    conversation (or the same first question) finds its entry."""
     thresholds = tuple((entry.name, entry.similarity_threshold) for entry in pipeline.retrievers)
     return (
         route,
-        normalised_query(query),
+        normalised_query(resolution["retrieved_on"]),
+        normalised_query(resolution["question"]),
         json.dumps(rag_request.get("filters") or {}, sort_keys=True),
         rag_request.get("tenant"),
         rag_request["top_k"],

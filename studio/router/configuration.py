@@ -278,6 +278,7 @@ class RouterConfig(_Strict):
             "embeddings": rag.embeddings.model_dump(),
             "fusion": rag.fusion.model_dump(exclude_unset=True),
             "tenant_field": rag.tenant_field,
+            "conversation": rag.conversation.model_dump(exclude_unset=True),
         }
         if rag.is_pipeline:
             data["retrievers"] = rag.retrievers

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from parallel_rag.graph.configuration import (
     MAX_RETRIEVERS,
+    ConversationConfig,
     EmbeddingsConfig,
     FailurePolicy,
     FusionConfig,
@@ -84,7 +85,8 @@ class RagPluginConfig(_Strict):
     """A ``rag`` plugin ``configuration`` block: the single-backend form as the plugin prints
     it, or a parallel pipeline. ``top_k``: candidates of the single backend (and documents
     injected unless ``rerank.top_k`` says fewer); in the pipeline form, fused documents
-    injected. ``on_failure`` governs retrieval, rerank and "no context" alike."""
+    injected. ``on_failure`` governs retrieval, rerank and "no context" alike. Either form
+    takes ``conversation`` (the pipeline's own block: a chat model for follow-ups, if any)."""
 
     enabled: bool = True
     injection_mode: InjectionMode = "tool_role"
@@ -99,6 +101,12 @@ class RagPluginConfig(_Strict):
     )
     cache_ttl_seconds: float | None = Field(
         default=None, gt=0, description="this route's cache TTL (unset: routing.context_cache)"
+    )
+    conversation: ConversationConfig = Field(
+        default_factory=ConversationConfig,
+        description="how a follow-up is written out before retrieval: without llm (the "
+        "default) the subject is carried over from the earlier turns; with one, that chat "
+        "model writes a standalone question",
     )
     # single-backend form
     name: str | None = None

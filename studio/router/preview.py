@@ -1,6 +1,9 @@
-"""Route preview: which route a request would take, why, and the retrieval plan it would run
-(branches, views, rerank, fusion, what is injected), read from the route's compiled
-configuration. Nothing is retrieved, no store is opened, nothing is timed."""
+"""Route preview: which route a request would take, why, what its conversation would be
+retrieved on (``resolution``: the follow-up written out with its subject, or the question as
+written, and why), and the retrieval plan it would run (branches, views, rerank, fusion, what
+is injected), read from the route's compiled configuration. Nothing is retrieved, no store is
+opened, nothing is timed; a route with a conversation model asks it, as the request would (the
+request then reuses its answer)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,15 @@ from parallel_rag.backends.registry import entry_summary
 from parallel_rag.graph.configuration import PipelineConfig
 from parallel_rag.studio.router.cache import embedding_name, scorer_name
 from parallel_rag.studio.router.configuration import Decision
+from parallel_rag.studio.router.conversation import resolution_of
 from parallel_rag.studio.router.errors import validated
 from parallel_rag.studio.router.matching import RouteChoice
-from parallel_rag.studio.router.request import PreviewRequest, RagOptions, last_user_text
+from parallel_rag.studio.router.request import (
+    PreviewRequest,
+    RagOptions,
+    conversation_turns,
+    last_user_text,
+)
 
 if TYPE_CHECKING:
     from parallel_rag.studio.router.runtime import RouterRuntime
@@ -85,13 +94,23 @@ def preview(runtime: RouterRuntime, body: dict[str, Any]) -> dict[str, Any]:
     request = validated(PreviewRequest, body)
     messages = [m.model_dump(exclude_unset=True) for m in request.messages]
     choice = runtime.matcher.choose(request.model, last_user_text(messages))
-    return describe(runtime, choice, request.rag)
+    route = runtime.routes[choice.name]
+    turns = conversation_turns(messages)
+    resolution = None
+    if route.decision.rag is not None and turns:  # what the chat request would retrieve on
+        resolution = dict(resolution_of(turns, route.conversation_model))
+    return describe(runtime, choice, request.rag, resolution)
 
 
 def describe(
-    runtime: RouterRuntime, choice: RouteChoice, options: RagOptions | None
+    runtime: RouterRuntime,
+    choice: RouteChoice,
+    options: RagOptions | None,
+    resolution: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The chosen route, why, its upstream and its retrieval plan (``options.top_k`` counted)."""
+    """The chosen route, why, its upstream, what the request would be retrieved on
+    (``resolution``: None without retrieval or without a question) and its retrieval plan
+    (``options.top_k`` counted)."""
     route = runtime.routes[choice.name]
     upstream = runtime.config.upstream_for(route.decision)
     plan = retrieval_plan(route.decision, route.pipeline)
@@ -108,5 +127,6 @@ def describe(
         "upstream": upstream.base_url,
         "reason": choice.reason,
         "signals": choice.signals,
+        "resolution": resolution,
         "plan": plan,
     }

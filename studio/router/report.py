@@ -1,5 +1,6 @@
 """What the router tells the caller about a request, beside the upstream's answer: the route,
-why it was chosen, branches, cited documents and cache outcome, as ``x-parallel-rag-*`` headers
+why it was chosen, what the conversation was retrieved on, branches, cited documents and cache
+outcome, as ``x-parallel-rag-*`` headers
 (ASCII, bounded) and, for a JSON answer, as a ``parallel_rag`` field (secrets redacted)."""
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ def report_headers(report: Mapping[str, Any]) -> dict[str, str]:
     }
     if report.get("retrieval"):
         headers[f"{HEADER_PREFIX}cache"] = report.get("cache", "off")
+        resolution = report.get("resolution")
+        if resolution:  # how the question was written out (the text is in the JSON field)
+            headers[f"{HEADER_PREFIX}resolution"] = resolution["method"]
         if "context_ms" in report:  # measured: the retrieval, or the cache lookup on a hit
             headers[f"{HEADER_PREFIX}context-ms"] = str(report["context_ms"])
         stats = report.get("cache_stats")

@@ -1,6 +1,7 @@
 """The routes of one router config at run time: each route's compiled graph, context cache and
 store locations, the matcher and the upstream clients; and a chat completion's way through
-them: validate, match, retrieve (when the route has an enabled rag plugin), inject, forward.
+them: validate, match, retrieve on the conversation (when the route has an enabled rag plugin:
+its recent text turns, a follow-up resolved against them), inject, forward.
 
 Every other field of the request goes to the upstream as sent (``model`` becomes the route's
 upstream model; the router's own ``rag`` field is removed)."""
@@ -20,11 +21,12 @@ from parallel_rag.graph.builder import build_retrieval_graph, graph_profile, ret
 from parallel_rag.studio.router import preview as previews
 from parallel_rag.studio.router.cache import context_cache
 from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig, load_router
+from parallel_rag.studio.router.conversation import conversation_model
 from parallel_rag.studio.router.errors import RouterError, validated
 from parallel_rag.studio.router.injection import inject
 from parallel_rag.studio.router.matching import RouteMatcher
 from parallel_rag.studio.router.report import RESPONSE_FIELD, report_field, report_headers
-from parallel_rag.studio.router.request import ChatRequest, last_user_text
+from parallel_rag.studio.router.request import ChatRequest, conversation_turns, last_user_text
 from parallel_rag.studio.router.retrieval import Route, retrieve
 from parallel_rag.studio.router.upstream import Upstreams, forward_chat
 
@@ -33,7 +35,9 @@ class RouterRuntime:
     """The routes of one config with their compiled retrieval graphs, caches and upstream
     clients. ``graphs`` hands in a route's graph already compiled (the answer graph LangServe
     serves for ``--route``: the route runs its retrieval graph, built from the same
-    components); ``compile_graphs=False`` builds none (a preview opens no store)."""
+    components), with the conversation model it was built with in ``conversation_models``;
+    ``compile_graphs=False`` builds none (a preview opens no store, and resolves follow-ups
+    without a model)."""
 
     def __init__(
         self,
@@ -41,6 +45,7 @@ class RouterRuntime:
         base_dir: Path,
         *,
         graphs: Mapping[str, Any] | None = None,
+        conversation_models: Mapping[str, Any] | None = None,
         compile_graphs: bool = True,
     ):
         self.config = config
@@ -60,9 +65,15 @@ class RouterRuntime:
                     route.cache = context_cache(decision.name, cache_settings, ttl)
                 if graphs is not None and decision.name in graphs:
                     route.graph = retrieval_graph_of(graphs[decision.name])
+                    route.conversation_model = (conversation_models or {}).get(decision.name)
                 elif compile_graphs:
+                    # one model object for the router and the graph: they share its memo
+                    route.conversation_model = conversation_model(pipeline)
                     route.graph = build_retrieval_graph(
-                        pipeline, base_dir=base_dir, name=f"route:{decision.name}"
+                        pipeline,
+                        base_dir=base_dir,
+                        name=f"route:{decision.name}",
+                        conversation_model=route.conversation_model,
                     )
             self.routes[decision.name] = route
         self.matcher = RouteMatcher(config)
@@ -112,12 +123,14 @@ class RouterRuntime:
             report["retrieval"] = False
             return forward, route, report
         report["retrieval"] = True
-        if query:
+        turns = conversation_turns(messages)
+        if turns:
             started = time.perf_counter()
-            outcome = await retrieve(route, query, request.rag)
+            outcome = await retrieve(route, turns, request.rag)
             report.update(
                 context_ms=round((time.perf_counter() - started) * 1000, 2),
                 cache=outcome.cache,
+                resolution=outcome.resolution,
                 branches=outcome.branches,
                 documents=[d["id"] for d in outcome.documents],
                 warnings=list(outcome.warnings),
@@ -130,7 +143,7 @@ class RouterRuntime:
                     outcome.documents,
                     mode=rag.injection_mode,
                     max_context_length=rag.max_context_length,
-                    query=query,
+                    query=(outcome.resolution or {}).get("retrieved_on") or turns[-1]["content"],
                 )
                 return forward, route, report
             why = outcome.failed or "retrieval found no documents"
