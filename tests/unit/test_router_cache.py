@@ -37,3 +37,81 @@ def test_store_generation_changes_when_files_change(tmp_path):
     assert store_generation([folder, tmp_path / "missing"]) == before
     (folder / "b.json").write_text("2")
     assert store_generation([folder, tmp_path / "missing"]) != before
+
+
+# -- the key: what a conversation was retrieved on ----------------------------------------
+
+
+def _pipeline():
+    from parallel_rag.studio.router.configuration import parse_router
+    from router_recipes import recipe
+
+    return parse_router(recipe()).pipeline_for("parallel")
+
+
+def _key(conversation, **rag):
+    """The key the router computes for ``conversation`` (role/content pairs, as an OpenAI
+    client sends them): its text turns, resolved as the route's graph resolves them."""
+    from parallel_rag.studio.router.cache import cache_key
+    from parallel_rag.studio.router.conversation import resolution_of
+    from parallel_rag.studio.router.request import conversation_turns
+
+    messages = [{"role": role, "content": content} for role, content in conversation]
+    resolution = resolution_of(conversation_turns(messages))
+    return cache_key("parallel", _pipeline(), resolution, {"top_k": 4, **rag})
+
+
+MILLAU = [
+    ("user", "Which bridge carries the A75 autoroute in France?"),
+    ("assistant", "The Millau Viaduct."),
+    ("user", "Who designed it?"),
+]
+BROOKLYN = [
+    ("user", "Which bridge in New York City opened in 1883?"),
+    ("assistant", "The Brooklyn Bridge."),
+    ("user", "Who designed it?"),
+]
+
+
+def test_the_same_follow_up_in_two_conversations_gets_two_keys():
+    # keyed on the last message alone, both would share one entry (and its evidence)
+    assert _key(MILLAU) != _key(BROOKLYN)
+    assert "who designed the millau viaduct?" in _key(MILLAU)
+    assert "who designed the brooklyn bridge?" in _key(BROOKLYN)
+
+
+def test_a_repeat_of_the_same_conversation_has_the_same_key():
+    assert _key(MILLAU) == _key(list(MILLAU))
+    # what is not a text turn changes nothing retrieved, so nothing in the key
+    noisy = [("system", "Be brief."), *MILLAU[:2], ("tool", "42"), MILLAU[2]]
+    assert _key(noisy) == _key(MILLAU)
+
+
+def test_a_first_question_keys_as_before_normalised():
+    alone = _key([("user", "When was Ada Lovelace born?")])
+    assert alone == _key([("user", "  when was ada LOVELACE born? ")])
+    assert alone != _key([("user", "When was Ada Lovelace born?")], tenant="acme")
+    assert alone != _key([("user", "When was Ada Lovelace born?")], top_k=1)
+    assert alone != _key([("user", "When was Ada Lovelace born?")], filters={"title": "x"})
+
+
+def test_a_self_contained_question_after_a_conversation_keys_as_the_question_alone():
+    # nothing refers back: retrieved on as written, so it shares the first question's entry
+    after = [*MILLAU, ("assistant", "Michel Virlogeux."), ("user", "What is BM25?")]
+    assert _key(after) == _key([("user", "What is BM25?")])
+
+
+def test_the_question_as_written_is_in_the_key_beside_what_it_resolved_to():
+    from parallel_rag.studio.router.cache import cache_key
+
+    def key(question: str, retrieved_on: str):
+        resolution = {"question": question, "retrieved_on": retrieved_on, "method": "carry_over"}
+        return cache_key("parallel", _pipeline(), resolution, {"top_k": 4})
+
+    # the as-written question is searched as a view of its own when it differs
+    written_out = key("Who designed it?", "Who designed The Millau Viaduct?")
+    assert written_out != key(
+        "Who designed the Millau Viaduct?", "Who designed the Millau Viaduct?"
+    )
+    assert written_out != key("Who built it?", "Who designed The Millau Viaduct?")
+    assert written_out == key(" who designed IT? ", "who designed the millau  viaduct?")

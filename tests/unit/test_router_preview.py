@@ -96,3 +96,24 @@ def test_preview_of_a_single_backend_route_reports_its_fusion(tmp_path):
         "dense_weight": 0.75,
         "weights": {"qdrant": 0.75},
     }
+
+
+def test_preview_shows_what_a_conversation_would_retrieve_on(tmp_path):
+    conversation = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Which bridge carries the A75 autoroute in France?"},
+        {"role": "assistant", "content": "The Millau Viaduct."},
+        {"role": "user", "content": "Who designed it?"},
+    ]
+    preview = runtime(tmp_path).preview({"model": "parallel", "messages": conversation})
+    resolution = preview["resolution"]
+    assert resolution["question"] == "Who designed it?"
+    assert resolution["retrieved_on"] == "Who designed The Millau Viaduct?"
+    assert resolution["method"] == "carry_over" and resolution["subject"] == "The Millau Viaduct"
+    first = runtime(tmp_path).preview(
+        {"model": "parallel", "messages": [{"role": "user", "content": "What is BM25?"}]}
+    )
+    assert first["resolution"]["retrieved_on"] == "What is BM25?"
+    assert first["resolution"]["method"] == "as_written"
+    chat = runtime(tmp_path).preview({"model": "chat", "messages": conversation})
+    assert chat["resolution"] is None  # a route that does not retrieve retrieves on nothing
