@@ -177,6 +177,8 @@ def subject_of(turns: Sequence[Turn], *, prefer_answer: bool) -> tuple[str | Non
             own = names_in(question)
             if words and len(words) <= SHORT_ANSWER_WORDS and answer.lower() not in asked:
                 short = answer.rstrip(".!").strip()
+                if words[0] in ("The", "A", "An"):  # "When did the Tacoma Narrows Bridge open?"
+                    short = words[0].lower() + short[len(words[0]) :]
                 if prefer_answer or asks_for_a_name(question) or not own:
                     return short, "the previous answer"
             new = [n for n in names_in(answer) if n.lower() not in asked]

@@ -114,9 +114,12 @@ async def test_assistant_schemas_are_narrow_and_complete(client_and_assistant):
     client, assistant = client_and_assistant
     schemas = await client.assistants.get_schemas(assistant)
     request = schemas["input_schema"]
-    assert set(request["properties"]) == {"query", "top_k", "filters", "tenant"}
-    assert request["required"] == ["query"] and request["additionalProperties"] is False
+    # a question or a conversation: Studio's chat mode needs messages in and out
+    assert set(request["properties"]) == {"query", "messages", "top_k", "filters", "tenant"}
+    assert not request.get("required") and request["additionalProperties"] is False
     assert set(schemas["output_schema"]["properties"]) == {
+        "messages",
+        "resolution",
         "answer",
         "documents",
         "queries",
@@ -186,3 +189,31 @@ def test_server_log_has_no_blocking_call_errors(dev_server):
     assert "/threads" in log or "runs" in log  # the runs above are in it
     blocking = re.findall(r".*(?:BlockingError|[Bb]locking call).*", log)
     assert not blocking, "\n".join(blocking[:5])
+
+
+async def test_studio_chat_on_one_thread_over_two_turns(client_and_assistant):
+    """What Studio's Chat mode does: messages in, on one thread; the server's own checkpointer
+    keeps the conversation, and the follow-up keeps its subject."""
+    client, assistant = client_and_assistant
+    thread = await client.threads.create()
+    first = await client.runs.wait(
+        thread["thread_id"],
+        assistant,
+        input={"messages": [{"role": "user", "content": "Which bridge collapsed in 1940?"}]},
+    )
+    assert first["resolution"]["method"] == "as_written"
+    assert "tacoma-narrows" in first["documents"][0]["metadata"]["source"]
+    second = await client.runs.wait(
+        thread["thread_id"],
+        assistant,
+        input={"messages": [{"role": "user", "content": "When did it open?"}]},
+    )
+    assert second["resolution"]["method"] == "carry_over"
+    assert "Tacoma Narrows" in second["resolution"]["retrieved_on"]
+    assert "tacoma-narrows" in second["documents"][0]["metadata"]["source"]
+    assert [q["kind"] for q in second["queries"]][-1] == "follow_up"
+    state = await client.threads.get_state(thread["thread_id"])
+    messages = state["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "human", "ai"]
+    assert messages[-1]["content"].startswith(second["answer"])
+    assert len(state["values"]["branches"]) == len(second["branches"])  # this turn's only

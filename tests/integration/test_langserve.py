@@ -23,7 +23,17 @@ pytestmark = pytest.mark.integration
 
 QUESTION = "Who wrote the first algorithm for the Analytical Engine?"
 GOOD = {"retrievers": ["lexical", "dense"]}
-OUTPUT_KEYS = {"answer", "documents", "queries", "citations", "branches", "warnings", "timings"}
+OUTPUT_KEYS = {
+    "messages",
+    "answer",
+    "resolution",
+    "documents",
+    "queries",
+    "citations",
+    "branches",
+    "warnings",
+    "timings",
+}
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -67,6 +77,28 @@ def remote(served) -> RemoteRunnable:
 
 def _cited_sources(result: dict) -> list[str]:
     return [result["documents"][c["number"] - 1]["metadata"]["source"] for c in result["citations"]]
+
+
+def test_remote_invoke_on_a_conversation(remote):
+    """LangServe takes the conversation as OpenAI-style turns; the follow-up keeps its subject
+    and the answer comes back as the conversation's next turn."""
+    remote = remote.with_config(configurable=GOOD)
+    result = remote.invoke(
+        {
+            "messages": [
+                {"role": "user", "content": "Which bridge collapsed in 1940?"},
+                {"role": "assistant", "content": "The Tacoma Narrows Bridge."},
+                {"role": "user", "content": "When did it open?"},
+            ]
+        }
+    )
+    assert result["resolution"]["retrieved_on"] == "When did the Tacoma Narrows Bridge open?"
+    assert "tacoma-narrows" in result["documents"][0]["metadata"]["source"]
+    assert [m.type for m in result["messages"]] == ["human", "ai", "human", "ai"]
+    assert result["messages"][-1].content.startswith(result["answer"])
+    bad = {"messages": [{"role": "robot", "content": "hi"}]}
+    with pytest.raises(Exception, match="messages"):
+        remote.invoke(bad)
 
 
 def test_remote_invoke(remote):
@@ -165,8 +197,8 @@ def test_healthz_and_schemas(served):
         "retrievers": ["lexical", "dense", "missing"],
     }
     request = httpx.get(f"{url}/rag/input_schema", timeout=30).json()
-    assert set(request["properties"]) == {"query", "top_k", "filters", "tenant"}
-    assert request["required"] == ["query"]
+    assert set(request["properties"]) == {"query", "messages", "top_k", "filters", "tenant"}
+    assert not request.get("required")  # a query, or a conversation in messages
     result = httpx.get(f"{url}/rag/output_schema", timeout=30).json()
     assert set(result["properties"]) == OUTPUT_KEYS
 

@@ -84,7 +84,7 @@ async def exercise(client: Client, expected: dict) -> None:
     for tool in tools.values():
         schema = tool.input_schema
         assert schema["required"] == ["query"]
-        assert set(schema["properties"]) == {"query", "top_k", "filters", "tenant"}
+        assert set(schema["properties"]) == {"query", "top_k", "filters", "tenant", "history"}
         assert schema["properties"]["top_k"]["maximum"] == 100
         assert tool.description
 
@@ -99,11 +99,24 @@ async def exercise(client: Client, expected: dict) -> None:
         assert rounded(answer[key]) == rounded(expected[key]), key
     assert "1973" in answer["answer"]
 
+    # a follow-up with its history: resolved before retrieval, as on every surface
+    history = [
+        {"role": "user", "content": "Which bridge collapsed in 1940?"},
+        {"role": "assistant", "content": "The Tacoma Narrows Bridge."},
+    ]
+    followed = await client.call_tool("ask", {"query": "When did it open?", "history": history})
+    assert not followed.is_error
+    top = followed.structured_content["documents"][0]["metadata"]["source"]
+    assert "tacoma-narrows" in top
+    lone = await client.call_tool("search", {"query": "When did it open?"})
+    assert "tacoma-narrows" not in lone.structured_content["documents"][0]["metadata"]["source"]
+
     bad = {
         "top_k": {"query": QUESTION, "top_k": 1000},
         "query": {"query": "   "},
         "endpoint": {"query": QUESTION, "endpoint": "http://attacker.invalid"},
         "filters": {"query": QUESTION, "filters": "tenant=acme"},
+        "history.0.role": {"query": QUESTION, "history": [{"role": "robot", "content": "x"}]},
     }
     for field, arguments in bad.items():
         for tool in ("search", "ask"):
