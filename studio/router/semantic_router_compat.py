@@ -26,6 +26,12 @@ What maps:
   ``Document`` as upstream does.
 - milvus/qdrant: ``reuse_cache_connection`` is reported as ignored, and a block with no
   connection settings is reported with the exact local path it will open and the line to add.
+- an mcp block naming a server the file does not declare under ``mcp_servers``, on a route
+  whose ``on_failure`` is ``skip``: the route's retrieval is turned off and listed with the
+  lines to add (upstream's MCP call fails at that commit and ``skip`` forwards without
+  context; with another policy the schema's refusal stands, naming the server).
+- ``providers`` (each model's ``backend_refs`` as its decisions' upstream, ``default_model``
+  as a route): ``semantic_router_providers.py``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,12 @@ from typing import Any
 from parallel_rag.backends.milvus import DEFAULT_URI as MILVUS_DEFAULT_URI
 from parallel_rag.backends.qdrant import DEFAULT_PATH as QDRANT_DEFAULT_PATH
 from parallel_rag.graph.configuration import ConfigError
+from parallel_rag.studio.router.semantic_router_providers import (
+    ProviderModel,
+    decision_upstream,
+    default_route,
+    provider_models,
+)
 
 UPSTREAM_TOP_KEYS = ("version", "listeners", "providers", "entrypoints", "recipes")
 UPSTREAM_ROUTING_KEYS = ("modelCards", "projections")
@@ -68,11 +80,16 @@ WEAVIATE_CLASS = "Document"  # the class upstream's weaviate request always read
 class Translation:
     """The data being rewritten, the warnings and the refusals found on the way."""
 
-    def __init__(self, base_dir: Path):
+    def __init__(self, base_dir: Path, data: dict[str, Any]):
         self.base_dir = base_dir
         self.warnings: list[str] = []
         self.refusals: list[str] = []
         self.noted: set[str] = set()
+        self.top_upstream = data.get("upstream") is not None
+        servers = data.get("mcp_servers")
+        self.mcp_servers = set(servers) if isinstance(servers, dict) else set()
+        self.models: dict[str, ProviderModel] = {}  # providers.models with a usable backend
+        self.default_model: str | None = None  # providers.defaults.default_model
 
     def warn(self, where: str, message: str) -> None:
         self.warnings.append(f"{where}: {message}")
@@ -87,7 +104,9 @@ def translate_router_data(
     """(the router data in this router's shape, start-up warnings). ``ConfigError`` lists every
     upstream field that cannot be mapped, each with what to write instead."""
     out = copy.deepcopy(data)
-    run = Translation(base_dir or Path.cwd())
+    run = Translation(base_dir or Path.cwd(), out)
+    if "providers" in out:
+        provider_models(out.pop("providers"), run)
     for key in UPSTREAM_TOP_KEYS:
         if key in out:
             out.pop(key)
@@ -152,6 +171,7 @@ def _routing(routing: dict[str, Any], run: Translation) -> None:
     for decision in decisions:
         if isinstance(decision, dict):
             decision.pop("_priority", None)
+    default_route(routing, run)
 
 
 def _by_name(rules: Any) -> dict[str, dict[str, Any]]:
@@ -198,6 +218,7 @@ def _decision(
     refs = decision.pop("modelRefs", None)
     if refs is not None:
         _model_refs(decision, refs, where, name, run)
+    decision_upstream(decision, run)
     ignored = [k for k in UPSTREAM_DECISION_KEYS if k in decision]
     for key in ignored:
         decision.pop(key)
@@ -337,6 +358,26 @@ def _rag(config: dict[str, Any], where: str, upstream_shaped: bool, run: Transla
     if not isinstance(settings, dict):
         return
     _backend(backend, settings, f"{where}.backend_config", upstream_shaped, run)
+    if backend == "mcp" and upstream_shaped:
+        _undeclared_mcp_server(config, settings, f"{where}.backend_config", run)
+
+
+def _undeclared_mcp_server(
+    config: dict[str, Any], settings: dict[str, Any], where: str, run: Translation
+) -> None:
+    """On a ``skip`` route, retrieval off (what ``skip`` makes of upstream's failed call)."""
+    server = settings.get("server_name")
+    if not isinstance(server, str) or server in run.mcp_servers:
+        return
+    if config.get("on_failure") != "skip" or config.get("enabled") is False:
+        return
+    config["enabled"] = False
+    run.warn(
+        f"{where}.server_name",
+        f"no MCP server {server!r} under mcp_servers: the route forwards without retrieval "
+        "(on_failure: skip); to retrieve, declare it: "
+        f"`mcp_servers: {{{server}: {{transport: streamable_http, url: http://HOST:PORT/mcp}}}}`",
+    )
 
 
 def _hybrid(settings: dict[str, Any], where: str, upstream_shaped: bool, run: Translation) -> None:
