@@ -1,0 +1,359 @@
+"""Conversational retrieval on HotpotQA dev500: does a follow-up question find what it needs?
+
+The dev set (``bench/conversation_set.jsonl``, ``load_conversations``) holds hand-written
+conversations over HotpotQA bridge questions: turn 1 asks for the bridge entity without naming
+it, the assistant names it, and the follow-up refers back to it ("Who published it?"); its
+target is the bridge entity's paragraph. ``written_out`` is the follow-up with its subject
+spelled out by hand. ``switch`` conversations end in a self-contained question after an
+unrelated exchange (or a greeting): resolution must cost them nothing. Only our own questions
+and doc ids are stored; the corpus stays in ``../shared/data``.
+
+``python -m bench.conversations [--split test] [--llm]`` indexes the corpus into a temporary
+folder (``studio.evaluation.index_corpus``, vectors through the bench's embedding cache), builds
+the graph on the embedded defaults and measures target recall@10 for the last turn alone, the
+conversation as ``messages`` (LLM-free carry-over), the same conversation as a thread whose
+earlier turns the graph answered itself, the conversation with SmolLM2 on llama.cpp writing the
+standalone question (``--llm``), and the written-out question; then the switch cases' recall
+beside their self-contained question's, the time resolution adds per turn, and checkpoint
+bytes per turn of a 5-turn thread. It prints the tables and writes
+``bench/CONVERSATION-RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SET_PATH = Path(__file__).with_name("conversation_set.jsonl")
+RESULTS_PATH = Path(__file__).with_name("CONVERSATION-RESULTS.md")
+OUT_DIR = Path(__file__).resolve().parent / "out"
+CACHE_DIR = OUT_DIR / "cache"  # the harness's embedding cache (bench/embedding_cache.py)
+K = 10
+FIELDS = ("id", "split", "kind", "turns", "written_out", "targets")
+KINDS = ("follow_up", "switch")
+SPLITS = ("train", "test")
+ROLES = ("user", "assistant")
+
+
+# -- the dev set ------------------------------------------------------------------------------
+
+
+class ConversationSetError(ValueError):
+    """A row of the dev set that does not have the documented shape."""
+
+
+def _check(row: Any, where: str) -> None:
+    if not isinstance(row, dict):
+        raise ConversationSetError(f"{where}: expected an object")
+    missing = [name for name in FIELDS if name not in row]
+    if missing:
+        raise ConversationSetError(f"{where}: missing {', '.join(missing)}")
+    if row["kind"] not in KINDS or row["split"] not in SPLITS:
+        raise ConversationSetError(f"{where}: kind must be {KINDS}, split {SPLITS}")
+    turns = row["turns"]
+    if not turns or not all(
+        isinstance(t, dict) and t.get("role") in ROLES and str(t.get("content", "")).strip()
+        for t in turns
+    ):
+        raise ConversationSetError(f"{where}: turns must be non-empty {{role, content}} items")
+    if turns[-1]["role"] != "user" or len(turns) < 3:
+        raise ConversationSetError(f"{where}: an earlier exchange, then the user's turn last")
+    targets = row["targets"]
+    if not targets or not all(isinstance(t, str) and t for t in targets):
+        raise ConversationSetError(f"{where}: targets must be a non-empty list of doc ids")
+
+
+def load_conversations(
+    split: str | None = None, kind: str | None = None, path: str | os.PathLike = SET_PATH
+) -> list[dict[str, Any]]:
+    """The dev set's conversations (file order), optionally one ``split`` ("train": tune on
+    these, "test": report) and one ``kind`` ("follow_up", "switch"). Each is ``{id, split,
+    kind, turns: [{role, content}, ...] (the user's question last), written_out, targets}``;
+    follow-ups also name their HotpotQA question (``source``). A malformed row raises
+    ``ConversationSetError`` naming its line."""
+    path = Path(path)
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            _check(row, f"{path.name} line {number}")
+            if split in (None, row["split"]) and kind in (None, row["kind"]):
+                rows.append(row)
+    return rows
+
+
+def last_turn(conversation: dict[str, Any]) -> str:
+    return conversation["turns"][-1]["content"]
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+def graph_accepts_messages() -> bool:
+    """Whether the graph's request schema takes a conversation (``messages``)."""
+    from parallel_rag.graph.state import RAGRequest
+
+    return "messages" in RAGRequest.model_fields
+
+
+def recall(ids: list[str], targets: list[str]) -> float:
+    return sum(t in ids[:K] for t in targets) / len(targets)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def run(graph, request: dict[str, Any], config: dict | None = None) -> dict[str, Any]:
+    """One graph run: the fused doc ids, the result, wall and CPU milliseconds."""
+    from parallel_rag.studio.evaluation import ranked_doc_ids
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = graph.invoke({**request, "top_k": K}, config)
+    return {
+        "ids": ranked_doc_ids(result["documents"]),
+        "result": result,
+        "wall_ms": (time.perf_counter() - wall) * 1000,
+        "cpu_ms": (time.process_time() - cpu) * 1000,
+    }
+
+
+def replay_thread(graph, conversation: dict[str, Any], thread: str) -> dict[str, Any]:
+    """The conversation's user turns sent one by one on a thread: the graph answers each
+    earlier turn itself (its own answer, not the dev set's), the last one is measured."""
+    config = {"configurable": {"thread_id": thread}}
+    users = [t["content"] for t in conversation["turns"] if t["role"] == "user"]
+    for text in users[:-1]:
+        graph.invoke({"messages": [{"role": "user", "content": text}], "top_k": K}, config)
+    return run(graph, {"messages": [{"role": "user", "content": users[-1]}]}, config)
+
+
+def resolution_cost(conversations: list[dict[str, Any]], reps: int = 20) -> dict[str, float]:
+    """The LLM-free resolution step alone (``resolve_conversation``, what the contextualize
+    node runs): median wall and CPU microseconds per follow-up, each the median of ``reps``."""
+    from parallel_rag.nodes.contextualize.history import coerce_messages
+    from parallel_rag.nodes.contextualize.node import resolve_conversation
+
+    walls, cpus = [], []
+    for conversation in conversations:
+        messages = coerce_messages(conversation["turns"], max_question_chars=10_000)
+        wall, cpu = [], []
+        for _ in range(reps):
+            w, c = time.perf_counter(), time.thread_time()
+            resolve_conversation(messages)
+            cpu.append((time.thread_time() - c) * 1e6)
+            wall.append((time.perf_counter() - w) * 1e6)
+        walls.append(median(wall))
+        cpus.append(median(cpu))
+    return {"wall_us": median(walls), "cpu_us": median(cpus)}
+
+
+def checkpoint_bytes(graph_factory, conversations: list[dict[str, Any]], durability: str | None):
+    """A 5-turn thread on a ``SqliteSaver`` file: per turn, the newest checkpoint's size
+    (the state a resumed thread loads) and the bytes the file grew by."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    questions = []
+    for conversation in conversations:
+        questions += [t["content"] for t in conversation["turns"] if t["role"] == "user"]
+    questions = questions[:5]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="conv-ckpt-") as folder:
+        path = Path(folder) / "threads.sqlite3"
+        connection = sqlite3.connect(str(path), check_same_thread=False)
+        saver = SqliteSaver(connection)
+        graph = graph_factory(saver)
+        config = {"configurable": {"thread_id": "five-turns"}}
+        before = 0
+        for number, question in enumerate(questions, 1):
+            extra = {"durability": durability} if durability else {}
+            graph.invoke(
+                {"messages": [{"role": "user", "content": question}], "top_k": K},
+                config,
+                **extra,
+            )
+            connection.commit()
+            stored = saver.get_tuple(config)
+            newest = len(saver.serde.dumps_typed(stored.checkpoint)[1])
+            size = sum(
+                len(blob or b"")
+                for (blob,) in connection.execute(
+                    "SELECT checkpoint FROM checkpoints UNION ALL SELECT value FROM writes"
+                )
+            )
+            rows.append({"turn": number, "newest": newest, "added": size - before})
+            before = size
+        connection.close()
+    return rows
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's child processes (the llama.cpp server) and theirs."""
+    from bench.measure import tree_cpu_seconds
+
+    children: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                children += [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue
+    return sum(tree_cpu_seconds(pid) for pid in children)
+
+
+def llm_settings(base_url: str) -> dict[str, Any]:
+    """The ``conversation.llm`` block for the SmolLM2 server (as the test suite's fixture)."""
+    return {
+        "model": "smollm2",
+        "base_url": base_url,
+        "temperature": 0,
+        "max_tokens": 200,
+        "timeout_seconds": 120,
+    }
+
+
+def measure(conversations: list[dict[str, Any]], use_llm: bool, log=print) -> dict[str, Any]:
+    """Every row's figures for ``conversations`` (see the module docstring)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.loading import default_config_dict, parse_config
+    from parallel_rag.studio.evaluation import index_corpus
+
+    from bench.data import load_hotpotqa
+    from bench.embedding_cache import EmbeddingCache, installed
+    from bench.pipelines import edge_reads_the_cache
+
+    data = load_hotpotqa()
+    follow_ups = [c for c in conversations if c["kind"] == "follow_up"]
+    records = {
+        c["id"]: {"id": c["id"], "split": c["split"], "kind": c["kind"]} for c in conversations
+    }
+    report: dict[str, Any] = {"records": records, "messages": graph_accepts_messages()}
+    cache = EmbeddingCache(CACHE_DIR)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-conversations-") as folder,
+        installed(cache) as cached,
+        edge_reads_the_cache(cached),
+    ):
+        work = Path(folder)
+        config = parse_config(default_config_dict())
+        started = time.perf_counter()
+        index_corpus(data.corpus, config, work)
+        log(f"[index] {len(data.corpus)} paragraphs in {time.perf_counter() - started:.0f} s")
+        graph = build_graph(config, base_dir=work)
+        graph.invoke({"query": "warm up", "top_k": K})
+        for number, c in enumerate(conversations, 1):
+            record = records[c["id"]]
+            for row, request in (
+                ("last", {"query": last_turn(c)}),
+                ("written", {"query": c["written_out"]}),
+                ("conversation", {"messages": c["turns"]}),
+            ):
+                if row == "conversation" and not report["messages"]:
+                    continue
+                done = run(graph, request)
+                record[row] = recall(done["ids"], c["targets"])
+                record[f"{row}_ms"], record[f"{row}_cpu_ms"] = done["wall_ms"], done["cpu_ms"]
+                if row == "conversation":
+                    record["retrieved_on"] = done["result"]["resolution"]["retrieved_on"]
+            if number % 20 == 0:
+                log(f"[run] {number}/{len(conversations)} conversations")
+        if not report["messages"]:
+            log("[skip] the graph does not take `messages` yet: conversation rows left out")
+            return report
+
+        threaded = build_graph(config, base_dir=work, checkpointer=InMemorySaver())
+        for c in conversations:
+            done = replay_thread(threaded, c, f"thread-{c['id']}")
+            records[c["id"]]["thread"] = recall(done["ids"], c["targets"])
+            records[c["id"]]["thread_retrieved_on"] = done["result"]["resolution"]["retrieved_on"]
+        log("[run] threads replayed")
+
+        first = {"same": 0, "n": 0, "query_ms": [], "messages_ms": [], "query_cpu": [],
+                 "messages_cpu": []}  # fmt: skip
+        for c in follow_ups:
+            question = c["turns"][0]["content"]
+            as_query = run(graph, {"query": question})
+            as_messages = run(graph, {"messages": [{"role": "user", "content": question}]})
+            first["n"] += 1
+            first["same"] += as_query["ids"] == as_messages["ids"]
+            for name, done in (("query", as_query), ("messages", as_messages)):
+                first[f"{name}_ms"].append(done["wall_ms"])
+                first[f"{name}_cpu"].append(done["cpu_ms"])
+        report["first_turn"] = first
+        report["resolution_step"] = resolution_cost(follow_ups)
+
+        def with_saver(saver):
+            return build_graph(config, base_dir=work, checkpointer=saver)
+
+        report["checkpoints"] = {
+            name: checkpoint_bytes(with_saver, follow_ups, durability)
+            for name, durability in (("every step", None), ("exit (the CLI's)", "exit"))
+        }
+        log("[run] latency and checkpoints measured")
+
+        if use_llm:
+            from bench.offline_llm import llama_server, offline_llm_available
+
+            why_not = offline_llm_available()
+            if why_not:
+                log(f"[skip] --llm: {why_not}")
+                return report
+            OUT_DIR.mkdir(parents=True, exist_ok=True)
+            with llama_server(OUT_DIR / "llama-conversations.log") as base_url:
+                settings = {
+                    **default_config_dict(),
+                    "conversation": {"llm": llm_settings(base_url)},
+                }
+                llm_graph = build_graph(parse_config(settings), base_dir=work)
+                for number, c in enumerate(conversations, 1):
+                    server_cpu = children_cpu_seconds()
+                    done = run(llm_graph, {"messages": c["turns"]})
+                    record = records[c["id"]]
+                    record["llm"] = recall(done["ids"], c["targets"])
+                    record["llm_ms"], record["llm_cpu_ms"] = done["wall_ms"], done["cpu_ms"]
+                    record["llm_server_cpu_ms"] = (children_cpu_seconds() - server_cpu) * 1000
+                    record["llm_retrieved_on"] = done["result"]["resolution"]["retrieved_on"]
+                    record["llm_method"] = done["result"]["resolution"]["method"]
+                    if number % 20 == 0:
+                        log(f"[llm] {number}/{len(conversations)} conversations")
+            report["llm"] = True
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.conversations", description=__doc__)
+    parser.add_argument("--split", choices=[*SPLITS, "all"], default="all")
+    parser.add_argument("--llm", action="store_true", help="also SmolLM2 on llama.cpp")
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS_PATH.name}")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    conversations = load_conversations(split=None if args.split == "all" else args.split)
+    report = measure(conversations, args.llm)
+    command = (
+        "python -m bench.conversations"
+        + (f" --split {args.split}" if args.split != "all" else "")
+        + (" --llm" if args.llm else "")
+    )
+    from bench.conversation_report import RESULTS_HEADER, render
+
+    text = render(report, conversations, command, time.perf_counter() - started)
+    print(text)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / "conversations.json").write_text(json.dumps(report, indent=1, default=str))
+    if not args.no_write:
+        RESULTS_PATH.write_text(RESULTS_HEADER + text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
