@@ -311,8 +311,8 @@ class RerankerConfig(_Strict):
 
 class FusionConfig(_Strict):
     """How branches are fused. ``method`` says it; a ``k`` without a ``method`` asks for RRF
-    (the seed's way), and a ``k`` beside a score method is refused (it would go unused), so a
-    config written for RRF never fuses another way in silence."""
+    (``fusion: {k: 60}``), and a ``k`` beside a score method is refused (it would go unused), so
+    a config written for RRF never fuses another way in silence."""
 
     method: FusionMethod = Field(
         default=DEFAULT_FUSION_METHOD,

@@ -63,7 +63,7 @@ def method_for_k(method: str | None, *, k_given: bool, k_path: str, method_path:
     """The fusion method asked for beside a ``k``: the one rule the configuration file's
     ``fusion:`` block and a run's ``fusion_k`` / ``fusion_method`` knobs both follow.
 
-    A ``k`` without a method (``method`` None) asks for RRF, the seed's way; a ``k`` beside a
+    A ``k`` without a method (``method`` None) asks for RRF (``fusion: {k: 60}``); a ``k`` beside a
     score method is refused, as it would go unused, so settings written for RRF never fuse
     another way in silence. Without a ``k`` the method is returned as given.
 

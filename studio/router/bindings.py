@@ -1,6 +1,7 @@
-"""The seed's reranker binding, accepted as printed: a model in ``global.model_catalog``
-(``deployments``) bound to the rag plugin by ``routing.model_bindings["rag.reranker"]`` with a
-``contract`` and a ``pair_scorer {layer, dimension}``. A route opts in with ``rerank:``; the
+"""The rag plugin's reranker binding (docs/router.md, "The reranker binding"), accepted as
+printed: a model in ``global.model_catalog`` (``deployments``) bound to the rag plugin by
+``routing.model_bindings["rag.reranker"]`` with a ``contract`` and a
+``pair_scorer {layer, dimension}``. A route opts in with ``rerank:``; the
 binding becomes that route's cross-encoder reranker (``bound_reranker``)."""
 
 from __future__ import annotations

@@ -394,7 +394,7 @@ assert retriever.invoke("Unix", k=1)
 
 
 def test_a_route_fills_decision_name_and_reads_the_shared_mcp_servers(tmp_path):
-    """A router file declares ``mcp_servers`` once; a route's seed-shaped mcp block calls the
+    """A router file declares ``mcp_servers`` once; a route's plugin-shaped mcp block calls the
     tool with its own decision name in ``${decision_name}``."""
     from parallel_rag.graph import build_graph
     from parallel_rag.studio.router.configuration import parse_router, split_router_data

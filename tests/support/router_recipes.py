@@ -1,5 +1,6 @@
-"""The seed's router recipe (a model catalog, a reranker binding, the rag plugin blocks as the
-plugin prints them, a parallel pipeline, routes without retrieval) for the router's unit tests."""
+"""A router recipe in the rag plugin's printed shapes (a model catalog, a reranker binding, the
+rag plugin blocks as the plugin prints them, a parallel pipeline, routes without retrieval) for
+the router's unit tests."""
 
 from __future__ import annotations
 

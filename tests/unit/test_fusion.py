@@ -228,7 +228,7 @@ def test_config_fusion_k_and_weights_change_the_fused_score(fakes):
 
 
 def test_a_k_without_a_method_means_rrf(fakes):
-    """The seed's ``fusion: {k: 60}`` asks for reciprocal rank fusion, and gets it."""
+    """A config written for RRF (``fusion: {k: 60}``) asks for reciprocal rank fusion, gets it."""
     assert FusionConfig.model_validate({"k": 60}).method == "rrf"
     retrievers = {
         "a": fakes.ListRetriever(docs=[fakes.doc("d", "Shared document text.", 1.0)]),

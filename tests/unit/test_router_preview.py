@@ -54,7 +54,7 @@ def route_with_fusion(fusion: dict):
             {},
             {"method": "minmax", "dense_weight": 0.75, "weights": {"lexical": 1.0, "dense": 0.75}},
         ),
-        (  # a bare k is the seed's way of asking for RRF
+        (  # a bare k is how a config asks for RRF
             {"k": 30},
             {
                 "method": "rrf",
