@@ -488,6 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # before any import: --help stays fast
+
     from parallel_rag.backends.base import StoreInUseError
     from parallel_rag.graph.configuration import ConfigError
     from parallel_rag.graph.errors import problem_lines, problems
@@ -495,7 +497,6 @@ def main(argv: list[str] | None = None) -> int:
     from parallel_rag.studio.document_loading import DocumentLoadError
     from pydantic import ValidationError
 
-    args = build_parser().parse_args(argv)
     try:
         return args.run(args)
     except ValidationError as error:
