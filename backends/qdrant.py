@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -29,7 +29,9 @@ from parallel_rag.backends.base import (
 )
 from parallel_rag.backends.embeddings import load_embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
-from qdrant_client import QdrantClient, models
+
+if TYPE_CHECKING:  # imported where used: the "qdrant" extra, and 0.5 s, only when configured
+    from qdrant_client import QdrantClient, models
 
 DEFAULT_PATH = ".parallel-rag/qdrant"
 
@@ -79,6 +81,8 @@ _registry_lock = threading.Lock()
 
 def shared_client(key: tuple[str, str], api_key: SecretStr | None = None) -> QdrantClient:
     """One client per connection per process (local mode locks its path)."""
+    from qdrant_client import QdrantClient
+
     with _registry_lock:
         if key not in _clients:
             kind, value = key
@@ -108,6 +112,8 @@ def qdrant_filter(filters: MetadataFilter | None, metadata_field: str) -> models
     """Metadata equality filter in Qdrant's own filter language."""
     if not filters:
         return None
+    from qdrant_client import models
+
     conditions = []
     for key, value in filters.items():
         field = f"{metadata_field}.{key}"
@@ -131,6 +137,7 @@ class QdrantRetriever(DenseStoreRetriever):
     def _vector_store(self):
         if self._store is None:
             from langchain_qdrant import QdrantVectorStore
+            from qdrant_client import models
 
             key = self.settings.connection_key(self.base_dir)
             client = shared_client(key, self.settings.api_key)
@@ -183,6 +190,8 @@ class QdrantRetriever(DenseStoreRetriever):
 
 def files_filter(settings: QdrantSettings, file_ids: Sequence[str]) -> models.Filter:
     """The points whose metadata names one of ``file_ids``."""
+    from qdrant_client import models
+
     return models.Filter(
         must=[
             models.FieldCondition(
@@ -234,6 +243,8 @@ def write_chunks(
     batch_size: int = 256,
 ) -> None:
     """Replace every point of ``replace_file_ids`` with the given chunks (ids are UUID strings)."""
+    from qdrant_client import models
+
     key = settings.connection_key(base_dir)
     client = shared_client(key, settings.api_key)
     with client_lock(key):
