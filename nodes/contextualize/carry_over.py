@@ -164,6 +164,22 @@ def asks_for_a_name(question: str) -> bool:
     return first in {"what", "which"} and second not in BE | {"do", "does", "did", "can", "about"}
 
 
+def _by_salience(names: list[str], question: str, answer: str) -> list[str]:
+    """Names an answer introduces, the likeliest subject first: one holding the noun the
+    question asked for ("Which bridge ...?" -> "Tacoma Narrows Bridge"), not a variant of the
+    question's own names, repeated most, then the first."""
+    words = [w.lower() for w in _tokens(question) if w[:1].isalnum()]
+    head = words[1] if len(words) > 1 and words[0] in {"what", "which"} else ""
+    own = {w.lower() for name in names_in(question) for w in name.split()} - NAME_JOINERS
+
+    def salience(item: tuple[int, str]) -> tuple[int, int, int, int]:
+        position, name = item
+        parts = {w.lower() for w in name.split()}
+        return (-(head in parts), bool(parts & own), -answer.count(name), position)
+
+    return [name for _, name in sorted(enumerate(names), key=salience)]
+
+
 def subject_of(turns: Sequence[Turn], *, prefer_answer: bool) -> tuple[str | None, str]:
     """The subject of the newest exchange with one, and where it came from: the answer's name
     when the question asked for one (or ``prefer_answer``: "he", "she", "there"), else the
@@ -181,7 +197,9 @@ def subject_of(turns: Sequence[Turn], *, prefer_answer: bool) -> tuple[str | Non
                     short = words[0].lower() + short[len(words[0]) :]
                 if prefer_answer or asks_for_a_name(question) or not own:
                     return short, "the previous answer"
-            new = [n for n in names_in(answer) if n.lower() not in asked]
+            new = _by_salience(
+                [n for n in names_in(answer) if n.lower() not in asked], question, answer
+            )
             if new and (prefer_answer or asks_for_a_name(question) or not own):
                 return new[0], "the previous answer"
             if own:

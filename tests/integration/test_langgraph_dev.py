@@ -163,6 +163,7 @@ async def test_the_retrieval_graph_is_served_beside_it_and_never_generates(dev_s
     (assistant,) = await client.assistants.search(graph_id="parallel_rag_retrieval")
     schemas = await client.assistants.get_schemas(assistant["assistant_id"])
     assert set(schemas["output_schema"]["properties"]) == {
+        "resolution",
         "documents",
         "queries",
         "branches",
