@@ -49,11 +49,27 @@ FUNCTION_WORDS = {
     "this", "that", "these", "those", "he", "she", "they", "his", "her", "their", "i", "you",
     "we", "my", "your", "our", "tell", "name", "list", "give", "please", "yes", "no", "also",
     "there", "here", "according", "as", "at", "by", "from", "with", "not", "so", "if", "then",
-    "thanks", "thank", "hi", "hello", "ok", "okay", "sure", "great",
+    "thanks", "thank", "hi", "hello", "ok", "okay", "sure", "great", "since", "over", "after",
+    "before", "during", "between", "among", "under", "through", "into", "about", "besides",
+    "despite", "apart", "now", "later", "again", "both", "each",
 }  # fmt: skip
 NAME_JOINERS = {"of", "the", "for", "and", "de", "la", "von", "van", "du", "del", "&"}
 STOPWORDS = FUNCTION_WORDS | PREPOSITIONS | BE | {"about", "did", "does", "first", "one"}
 SHORT_ANSWER_WORDS = 10
+# kinds of thing a follow-up names instead of a pronoun ("the band", "that film")
+CATEGORY_NOUNS = {
+    "band", "group", "film", "movie", "show", "series", "song", "album", "track", "book",
+    "novel", "play", "opera", "game", "company", "firm", "corporation", "business", "brand",
+    "city", "town", "village", "suburb", "county", "state", "country", "province", "region",
+    "island", "river", "lake", "mountain", "university", "college", "school", "institute",
+    "museum", "library", "team", "club", "league", "player", "actor", "actress", "singer",
+    "author", "writer", "director", "artist", "musician", "politician", "station", "network",
+    "channel", "magazine", "newspaper", "journal", "organization", "organisation", "party",
+    "church", "building", "bridge", "castle", "airport", "stadium", "arena", "venue", "base",
+    "ship", "car", "software", "program", "programme", "website", "product", "character",
+    "event", "festival", "award", "war", "battle", "species", "plant", "animal", "disease",
+    "drug", "language", "family", "dynasty", "empire", "person", "man", "woman", "place",
+}  # fmt: skip
 
 _TOKEN = re.compile(
     r"[A-Za-z0-9][A-Za-z0-9'’.\-]*[A-Za-z0-9]|[A-Za-z0-9]|\"[^\"]+\"|[^\sA-Za-z0-9]"
@@ -94,7 +110,7 @@ def names_in(text: str) -> list[str]:
         tokens = [t for t in _tokens(sentence) if not t.startswith('"')]
         current: list[str] = []
         for position, token in enumerate(tokens + [""]):
-            lower = token.lower()
+            lower = re.split(r"['’]", token.lower())[0]  # "What's" is "what"
             if token and _is_capitalised(token) and lower not in FUNCTION_WORDS:
                 current.append(token)
                 continue
@@ -136,15 +152,37 @@ def _reference(tokens: list[str]) -> _Reference | None:
             return _Reference(index, tokens[index])
         if word in DEMONSTRATIVE:
             # "of that", "this film", "That band was ...": a demonstrative, not "the band that"
-            if index == 0 or before in PREPOSITIONS or before in BE or not after[:1].isalnum():
+            if (
+                index == 0
+                or before in PREPOSITIONS
+                or before in BE
+                or not after[:1].isalnum()
+                or after.rstrip("s") in CATEGORY_NOUNS
+            ):
                 return _Reference(index, tokens[index])
     return None
 
 
-def _has_own_subject(tokens: list[str], upto: int) -> bool:
-    """A name in the question before ``upto``: the reference then most likely points at it."""
-    prefix = " ".join(tokens[:upto])
-    return any(names_in(prefix))
+def _has_own_subject(tokens: list[str], reference: _Reference) -> bool:
+    """A name in the question before the reference: it then most likely points at it. A person
+    ("he", "her") needs a name of two words or more: "the IFFHS voted him" is not about IFFHS."""
+    names = names_in(" ".join(tokens[: reference.index]))
+    if reference.word.lower() in PERSONAL:
+        names = [n for n in names if len(n.split()) > 1]
+    return bool(names)
+
+
+def _definite_reference(tokens: list[str]) -> _Reference | None:
+    """ "the band", "the city's": in a short question with no name of its own, a definite noun
+    phrase points at the thing just talked about."""
+    if len(tokens) > 12 or names_in(" ".join(tokens)):
+        return None
+    lowered = [t.lower() for t in tokens]
+    for index, word in enumerate(lowered[:-1]):
+        noun = re.split(r"['’]", lowered[index + 1])[0]
+        if word == "the" and (noun in CATEGORY_NOUNS or noun.rstrip("s") in CATEGORY_NOUNS):
+            return _Reference(index, tokens[index])
+    return None
 
 
 def _clean_answer(text: str) -> str:
@@ -191,8 +229,12 @@ def subject_of(turns: Sequence[Turn], *, prefer_answer: bool) -> tuple[str | Non
             question = next((t.text for t in reversed(turns[:position]) if t.role == "user"), "")
             asked, words = question.lower(), answer.rstrip(".!").split()
             own = names_in(question)
-            if words and len(words) <= SHORT_ANSWER_WORDS and answer.lower() not in asked:
-                short = answer.rstrip(".!").strip()
+            while words and words[0].lower() in PREPOSITIONS:  # "At the Colisée."
+                words = words[1:]
+            named = names_in(answer) or any(c.isdigit() for c in answer)
+            short_answer = words and len(words) <= SHORT_ANSWER_WORDS and named
+            if short_answer and not answer.rstrip().endswith("?") and answer.lower() not in asked:
+                short = " ".join(words).rstrip(".!").strip()
                 if words[0] in ("The", "A", "An"):  # "When did the Tacoma Narrows Bridge open?"
                     short = words[0].lower() + short[len(words[0]) :]
                 if prefer_answer or asks_for_a_name(question) or not own:
@@ -217,7 +259,11 @@ def _substitute(tokens: list[str], reference: _Reference, subject: str) -> str:
     word = reference.word.lower()
     out = list(tokens)
     nxt = tokens[reference.index + 1] if reference.index + 1 < len(tokens) else ""
-    if word in DEMONSTRATIVE and nxt[:1].isalpha() and nxt.lower() not in STOPWORDS:
+    if (
+        (word in DEMONSTRATIVE or word == "the")
+        and nxt[:1].isalpha()
+        and nxt.lower() not in STOPWORDS
+    ):
         out[reference.index] = "the"  # "that film" -> "the film (Subject)"
         out.insert(reference.index + 2, f"({subject})")
     elif word in POSSESSIVE or (
@@ -242,24 +288,25 @@ def resolve(question: str, turns: Sequence[Turn]) -> Resolution:
     if not turns:
         return Resolution(question, question, None, "first turn: nothing to resolve")
     tokens = _tokens(stripped)
-    reference = _reference(tokens)
+    reference = _reference(tokens) or _definite_reference(tokens)
     lowered = stripped.lower()
     elliptical = lowered.startswith(ELLIPSIS_OPENERS) or len(_content_words(stripped)) <= 1
-    if reference is not None and _has_own_subject(tokens, reference.index):
+    if reference is not None and _has_own_subject(tokens, reference):
         return Resolution(
             question, question, None,
             f"'{reference.word}' refers to a name in the question itself: kept as written",
         )  # fmt: skip
     if reference is None and not elliptical:
         return Resolution(question, question, None, "self-contained: nothing refers back")
-    if reference is None and names_in(stripped) and not lowered.startswith(ELLIPSIS_OPENERS):
+    short = len(_content_words(stripped)) <= 3
+    if reference is None and names_in(stripped) and (not elliptical or not short):
         return Resolution(question, question, None, "names its own subject: kept as written")
     prefer_answer = reference is not None and (
-        reference.word.lower() in PERSONAL or reference.word.lower() == "there"
+        reference.word.lower() in PERSONAL or reference.word.lower() in ("there", "the")
     )
     subject, source = subject_of(turns, prefer_answer=prefer_answer)
     previous = next((t.text for t in reversed(turns) if t.role == "user"), "")
-    if reference is None and names_in(stripped) and names_in(previous):
+    if reference is None and names_in(stripped) and names_in(previous) and short:
         # "And Macbeth?" after "Who wrote Hamlet?": the previous question about the new name
         old_name, new_name = names_in(previous)[-1], names_in(stripped)[0]
         standalone = previous.replace(old_name, new_name)
