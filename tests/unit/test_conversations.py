@@ -73,6 +73,21 @@ def exchange(question: str, answer: str) -> list[Turn]:
             "And Macbeth?",
             "Who wrote Macbeth?",
         ),
+        (  # a definite noun phrase of a kind of thing, in a short question with no name
+            exchange("Which group recorded the album Nevermind?", "Nirvana."),
+            "Who formed the band?",
+            "Who formed the band (Nirvana)?",
+        ),
+        (
+            exchange("Which player won the 1992 award?", "Peter Schmeichel."),
+            "What did the IFFHS vote him in 1992?",  # "him" is not IFFHS
+            "What did the IFFHS vote Peter Schmeichel in 1992?",
+        ),
+        (  # a short answer's leading preposition is not part of the name
+            exchange("Where do the Maine Nordiques play?", "At the Androscoggin Bank Colisée."),
+            "How many people can it seat?",
+            "How many people can the Androscoggin Bank Colisée seat?",
+        ),
     ],
 )
 def test_a_follow_up_is_written_out_with_its_subject(turns, question, standalone):
@@ -90,12 +105,19 @@ def test_a_follow_up_is_written_out_with_its_subject(turns, question, standalone
         "¿Quién fue su primer presidente?",  # another language: never rewritten
         "Is there a metro in Lyon?",  # existential "there"
         "How long does it take to boil an egg?",  # "it" points nowhere
+        "What kind of instrument is the sarod?",  # "the" + a word that is not a kind of thing
+        "And who directed the 2004 film Catwoman with Halle Berry?",  # "And", but whole
     ],
 )
 def test_a_self_contained_question_is_kept_as_written(question):
     turns = exchange("Hi there!", "Hello! How can I help?") + exchange(JOURNAL, APA)
     resolution = resolve(question, turns)
     assert resolution.standalone == question and not resolution.resolved
+
+
+def test_small_talk_is_never_a_subject():
+    turns = exchange("hi", "Hello! What would you like to know?")
+    assert not resolve("What is it?", turns).resolved
 
 
 def test_a_first_turn_is_never_resolved():
