@@ -1,31 +1,37 @@
 """Conversion quality on documents this project did not write: PDFs and HTML pages that Debian
-packages install under /usr/share/doc (each public domain or under a permissive licence, read
-where the package put it; nothing is downloaded), ingested with the shipped defaults, then
+packages install under /usr/share/doc (each under the licence its package states, read where
+the package put it; nothing is downloaded), ingested with the shipped defaults, then
 questions written from their text. For each question: does the answer's first citation name
 the right file and page (PDF) or section (HTML), and is the right place among the first three
 fused documents?
 
 Run: ``python -m bench.conversion_quality`` (writes bench/CONVERSION-QUALITY-RESULTS.md);
 ``--files NAME...`` asks only those files' questions and prints the answers as JSON lines.
-``make documents-in-the-wild`` installs the Debian packages; a file whose package is missing is
-listed as missing, its questions left out. ``tests/integration/test_conversion_quality.py``
-holds a few of these questions as a floor. Imports nothing from the other bench sections.
+``make documents-in-the-wild`` installs the Debian packages (the Rust pages come with rustup's
+``rust-docs`` component, found through ``rustc --print sysroot``); a file that is not installed
+is listed as missing, its questions left out. Each answer is also checked for the words that
+answer its question (answer containment), beside the extractive selection of before page
+furniture was left out (``BASELINES``: the same fused documents, in the same run).
+``tests/integration/test_conversion_quality.py`` holds a few of these questions as a floor.
+Imports nothing from the other bench sections.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import gzip
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +59,21 @@ class Source:
         return target
 
 
+def rust_docs() -> Path:
+    """The Rust toolchain's own documentation (rustup's ``rust-docs`` component): rustdoc
+    pages of the standard library and the rustdoc book; a path that does not exist when
+    there is no ``rustc`` here (the files are then listed as missing)."""
+    try:
+        done = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True, text=True)
+    except OSError:
+        return Path("/nonexistent/rust-docs")
+    return Path(done.stdout.strip() or "/nonexistent") / "share/doc/rust/html"
+
+
 LIBFFI = DOC / "libffi8/html"
+RUST = rust_docs()
+RUST_DOCS = "rustup component rust-docs"
+RUST_LICENCE = "MIT or Apache-2.0"
 SOURCES = [
     Source("bzip2-manual.pdf", DOC / "bzip2/manual.pdf.gz", "bzip2-doc", "BSD-style (bzip2)"),
     Source(
@@ -74,19 +94,40 @@ SOURCES = [
     Source("libffi-memory-usage.html", LIBFFI / "Memory-Usage.html", "libffi-dev", "Expat"),
     Source("libffi-thread-safety.html", LIBFFI / "Thread-Safety.html", "libffi-dev", "Expat"),
     Source("libffi-the-basics.html", LIBFFI / "The-Basics.html", "libffi-dev", "Expat"),
+    Source("libtasn1.pdf", DOC / "libtasn1-doc/libtasn1.pdf", "libtasn1-doc", "GFDL 1.3"),
+    Source("rust-std-mutex.html", RUST / "std/sync/struct.Mutex.html", RUST_DOCS, RUST_LICENCE),
+    Source(
+        "rustdoc-what-is-rustdoc.html",
+        RUST / "rustdoc/what-is-rustdoc.html",
+        RUST_DOCS,
+        RUST_LICENCE,
+    ),
 ]
-PACKAGES = sorted({source.package for source in SOURCES})
+PACKAGES = sorted({source.package for source in SOURCES if source.package != RUST_DOCS})
+
+
+def _plain(text: str) -> str:
+    """Text as ``Question.contains`` compares it."""
+    text = re.sub(r"\s*\[\d+\]", " ", text)
+    return " ".join(re.sub(r"[`*\\]", "", text).lower().split())
 
 
 @dataclass(frozen=True)
 class Question:
-    """A question written from a file's text, and where its answer is: a PDF page (1-based,
-    as the viewer counts) or the heading an HTML page puts it under."""
+    """A question written from a file's text, where its answer is: a PDF page (1-based,
+    as the viewer counts) or the heading an HTML page puts it under, and ``answer``: words of
+    the file that answer it, which the answer should quote (``contains``)."""
 
     text: str
     file: str
     page: int | None = None
     section: str | None = None
+    answer: str = ""
+
+    def contains(self, answer: str) -> bool:
+        """Whether ``answer`` quotes ``self.answer`` (case, spacing, Markdown code and
+        emphasis marks and citation marks aside)."""
+        return bool(self.answer) and _plain(self.answer) in _plain(answer)
 
     @property
     def expected(self) -> str:
@@ -107,41 +148,79 @@ class Question:
 
 QUESTIONS = [
     Question("What exit status does bzip2 return for a corrupt compressed file?",
-             "bzip2-manual.pdf", page=7),
+             "bzip2-manual.pdf", page=7, answer="2 to indicate a corrupt"),
     Question("How much memory does bzip2 -s need to decompress a file?",
-             "bzip2-manual.pdf", page=7),
+             "bzip2-manual.pdf", page=7, answer="2300k"),
     Question("How long is the bit pattern that delimits each compressed block in a .bz2 file?",
-             "bzip2-manual.pdf", page=9),
+             "bzip2-manual.pdf", page=9, answer="48-bit"),
     Question("What names does bzip2recover give the files holding the extracted blocks?",
-             "bzip2-manual.pdf", page=9),
+             "bzip2-manual.pdf", page=9, answer="rec0001file.bz2"),
     Question("Who encouraged the author of bzip2 to look for faster sorting algorithms?",
-             "bzip2-manual.pdf", page=10),
+             "bzip2-manual.pdf", page=10, answer="Christian von Roques"),
     Question("Which environment variable overrides the default fontconfig configuration file?",
-             "fontconfig-user.pdf", page=13),
+             "fontconfig-user.pdf", page=13, answer="FONTCONFIG_FILE"),
     Question("Which FC_DEBUG value watches cache files being written?",
-             "fontconfig-user.pdf", page=4),
+             "fontconfig-user.pdf", page=4, answer="CACHE 16"),
     Question("Which font does the example configuration use when serif is requested for "
-             "Chinese?", "fontconfig-user.pdf", page=12),
+             "Chinese?", "fontconfig-user.pdf", page=12, answer="WenQuanYi Zen Hei"),
     Question("In what order are font properties compared when a pattern is matched against "
-             "the available fonts?", "fontconfig-user.pdf", page=3),
+             "the available fonts?", "fontconfig-user.pdf", page=3,
+             answer="foundry, charset, family"),
     Question("How many CPU cycles per byte does the interleaved algorithm need to compute a "
-             "128-bit CRC?", "crc-doc.pdf", page=1),
+             "128-bit CRC?", "crc-doc.pdf", page=1, answer="1.7 CPU cycles"),
     Question("When was the word-by-word CRC algorithm used by Microsoft products first "
-             "implemented?", "crc-doc.pdf", page=4),
-    Question("Under which licences is the Nettle library distributed?", "nettle.pdf", page=7),
-    Question("Does the Nettle manual recommend using the ARCTWO cipher?", "nettle.pdf", page=30),
-    Question("When was the Nettle manual originally written?", "nettle.pdf", page=2),
+             "implemented?", "crc-doc.pdf", page=4, answer="2007"),
+    Question("Under which licences is the Nettle library distributed?", "nettle.pdf", page=7,
+             answer="Lesser General Public License"),
+    Question("Does the Nettle manual recommend using the ARCTWO cipher?", "nettle.pdf", page=30,
+             answer="do not recommend"),
+    Question("When was the Nettle manual originally written?", "nettle.pdf", page=2,
+             answer="2001"),
     Question("What buffer size does zpipe.c use for CHUNK?",
-             "zlib-usage-example.html", section="zlib Usage Example"),
+             "zlib-usage-example.html", section="zlib Usage Example", answer="16384"),
     Question("Why does zpipe.c set stdin and stdout to binary mode on MS-DOS and Windows?",
-             "zlib-usage-example.html", section="zlib Usage Example"),
+             "zlib-usage-example.html", section="zlib Usage Example",
+             answer="end-of-line conversions"),
     Question("Which libffi function allocates memory for a closure and returns its executable "
-             "address?", "libffi-closure-api.html", section="2.5 The Closure API"),
+             "address?", "libffi-closure-api.html", section="2.5 The Closure API",
+             answer="ffi_closure_alloc"),
     Question("Where does libffi look for memory to map closures when security settings forbid "
-             "an ordinary heap?", "libffi-memory-usage.html", section="3 Memory Usage"),
-    Question("Is libffi thread-safe?", "libffi-thread-safety.html", section="2.7 Thread Safety"),
+             "an ordinary heap?", "libffi-memory-usage.html", section="3 Memory Usage",
+             answer="temporary files"),
+    Question("Is libffi thread-safe?", "libffi-thread-safety.html", section="2.7 Thread Safety",
+             answer="not completely thread-safe"),
     Question("What does the cif in ffi_cif stand for?",
-             "libffi-the-basics.html", section="2.1 The Basics"),
+             "libffi-the-basics.html", section="2.1 The Basics", answer="Call InterFace"),
+    # libtasn1's manual: texinfo's running headers ("Chapter 2: ASN.1 structure handling 4"),
+    # a table of contents and an index with dotted leaders, numbered headings
+    Question("Which ASN.1 type does libtasn1 not handle?", "libtasn1.pdf", page=6,
+             answer="REAL type"),
+    Question("What is the header file of the libtasn1 library?", "libtasn1.pdf", page=7,
+             answer="this library is libtasn1.h"),
+    Question("What does ASN1_MAX_NAME_SIZE define?", "libtasn1.pdf", page=7,
+             answer="maximum number of characters"),
+    Question("What does asn1Coding generate?", "libtasn1.pdf", page=8,
+             answer="DER encoding from a file"),
+    Question("Which option of asn1Decoding uses strict DER decoding?", "libtasn1.pdf", page=10,
+             answer="-s, --strict"),
+    Question("What name does libtasn1 give the last element of a SET OF or SEQUENCE OF?",
+             "libtasn1.pdf", page=6, answer="?LAST"),
+    Question("What is asn1_delete_structure's structure set to after deleting it?",
+             "libtasn1.pdf", page=12, answer="set to NULL"),
+    Question("Which comments does the libtasn1 ASN.1 parser not support?", "libtasn1.pdf",
+             page=5, answer="comments are not supported"),
+    # rustdoc: the standard library's Mutex page and the rustdoc book's first chapter
+    Question("What happens to a Rust Mutex when the thread holding it panics?",
+             "rust-std-mutex.html", section="Poisoning", answer="poisoned"),
+    Question("What does Mutex::lock do when the current thread already holds the lock?",
+             "rust-std-mutex.html", section="pub fn lock", answer="panic or deadlock"),
+    Question("What does rustdoc produce from a crate root?", "rustdoc-what-is-rustdoc.html",
+             section="What is rustdoc?", answer="HTML, CSS, and JavaScript"),
+    Question("Which flag tells rustdoc the crate's name?", "rustdoc-what-is-rustdoc.html",
+             section="Configuring rustdoc", answer="--crate-name"),
+    Question("Why does rustdoc generate no contents for the function foo?",
+             "rustdoc-what-is-rustdoc.html", section="Configuring rustdoc",
+             answer="is not public"),
 ]  # fmt: skip
 
 
@@ -171,16 +250,32 @@ FINDINGS = """## What it found (read by eye)
 # -- running ---------------------------------------------------------------------------------
 
 
+BASELINES = {
+    "before": {"drop_furniture": False, "join_wrapped_lines": False},
+    "furniture only": {"drop_furniture": True, "join_wrapped_lines": False},
+}
+"""The extractive generator as it selected sentences before it left page furniture out and
+quoted wrapped lines whole ("before"), and with the furniture left out only: each answers the
+same fused documents as the graph's own generator (``ExtractiveGenerator``'s flags)."""
+
+
 @dataclass
 class Answer:
-    """One question's outcome: the first citation's label, and whether it (and the first three
-    fused documents) names the right file and place."""
+    """One question's outcome: the first citation's label, whether it (and the first three
+    fused documents) names the right file and place, the answer's text, whether it quotes the
+    expected answer, and the same for each ``BASELINES`` generator."""
 
     question: Question
     cited: str
     file_at_1: bool
     place_at_1: bool
     place_at_3: bool
+    text: str = ""
+    contains: bool = False
+    baselines: dict[str, str] = field(default_factory=dict)
+
+    def contained(self, name: str) -> bool:
+        return self.question.contains(self.baselines[name])
 
 
 def available(sources: list[Source] = SOURCES) -> tuple[list[Source], list[Source]]:
@@ -204,12 +299,32 @@ def ingest(sources: list[Source], folder: Path):
     return build_graph(config, base_dir=folder)
 
 
-def ask(graph, question: Question) -> Answer:
-    """The question through the whole graph (``top_k`` 5, as ``parallel-rag ask``)."""
+def baseline_generators(folder: Path) -> dict:
+    """``BASELINES``: the shipped default generator (stored sentence vectors and all) with
+    each baseline's flags."""
+    from parallel_rag.graph.components import make_generator
+    from parallel_rag.graph.loading import default_config_dict, parse_config
+
+    config = parse_config(default_config_dict(), source="embedded defaults")
+    default = make_generator(config.generator, None, config.embeddings, base_dir=folder)
+    generators = {}
+    for name, flags in BASELINES.items():
+        generators[name] = generator = copy.copy(default)
+        vars(generator).update(flags)
+    return generators
+
+
+def ask(graph, question: Question, baselines: dict | None = None) -> Answer:
+    """The question through the whole graph (``top_k`` 5, as ``parallel-rag ask``); each of
+    ``baselines`` answers its fused documents too."""
     from parallel_rag.nodes.generate.citations import source_label
 
     result = graph.invoke({"query": question.text, "top_k": 5})
     documents = result["documents"]
+    answers = {
+        name: generator.generate(question.text, documents).answer
+        for name, generator in (baselines or {}).items()
+    }
     first = None
     if result["citations"]:
         first = documents[result["citations"][0]["number"] - 1]
@@ -219,7 +334,17 @@ def ask(graph, question: Question) -> Answer:
     if first is not None:  # the label every surface shows, with the file's name only
         source = str(first["metadata"].get("source", ""))
         cited = source_label(first).replace(source, Path(source).name, 1)
-    return Answer(question, cited, file_at_1, place_at_1, place_at_3)
+    text = result["answer"]
+    return Answer(
+        question,
+        cited,
+        file_at_1,
+        place_at_1,
+        place_at_3,
+        text,
+        question.contains(text),
+        answers,
+    )
 
 
 def ask_all(sources: list[Source], questions: list[Question] = QUESTIONS) -> list[Answer]:
@@ -227,7 +352,8 @@ def ask_all(sources: list[Source], questions: list[Question] = QUESTIONS) -> lis
     names = {source.name for source in sources}
     with tempfile.TemporaryDirectory() as folder:
         graph = ingest(sources, Path(folder))
-        return [ask(graph, q) for q in questions if q.file in names]
+        baselines = baseline_generators(Path(folder))
+        return [ask(graph, q, baselines) for q in questions if q.file in names]
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -238,26 +364,67 @@ def mark(flag: bool) -> str:
 
 
 def question_rows(answers: list[Answer]) -> list[str]:
+    names = list(BASELINES)
     rows = [
         "| question | expected | first citation | right file | right page/section "
-        "| right place in top 3 |",
-        "|---|---|---|---|---|---|",
+        "| right place in top 3 | expected answer | "
+        + " | ".join(f"answer holds it ({n})" for n in names)
+        + " | answer holds it (now) |",
+        "|---|---|---|---|---|---|---|" + "---|" * (len(names) + 1),
     ]
     for a in answers:
         rows.append(
             f"| {a.question.text} | {a.question.expected} | {a.cited} | {mark(a.file_at_1)} "
-            f"| {mark(a.place_at_1)} | {mark(a.place_at_3)} |"
+            f"| {mark(a.place_at_1)} | {mark(a.place_at_3)} | `{a.question.answer}` | "
+            + " | ".join(mark(a.contained(n)) for n in names)
+            + f" | {mark(a.contains)} |"
         )
+    return rows
+
+
+def answer_lines(answers: list[Answer]) -> list[str]:
+    """Each answer as quoted now and before, where the two differ: what the columns count."""
+    lines = []
+    for a in answers:
+        before = a.baselines.get("before", a.text)
+        if before == a.text:
+            continue
+        lines += [
+            f"- **{a.question.text}** (expected `{a.question.answer}`)",
+            f"  - before ({mark(a.contained('before'))}): {' '.join(before.split())}",
+            f"  - now ({mark(a.contains)}): {' '.join(a.text.split())}",
+        ]
+    return lines
+
+
+def containment(answers: list[Answer]) -> list[str]:
+    """Answer containment in all and where the right place is in the top 3, per generator."""
+    top = [a for a in answers if a.place_at_3]
+    rows = [
+        "| extractive selection | answer holds the expected answer | of those with the right "
+        "place in the top 3 |",
+        "|---|---|---|",
+    ]
+    for name in BASELINES:
+        rows.append(
+            f"| {name} | {sum(a.contained(name) for a in answers)}/{len(answers)} "
+            f"| {sum(a.contained(name) for a in top)}/{len(top)} |"
+        )
+    rows.append(
+        f"| **now** (furniture left out, wrapped lines whole) "
+        f"| **{sum(a.contains for a in answers)}/{len(answers)}** "
+        f"| **{sum(a.contains for a in top)}/{len(top)}** |"
+    )
     return rows
 
 
 def file_rows(sources: list[Source], answers: list[Answer], pages: dict[str, int]) -> list[str]:
     rows = [
         "| file | package | licence | pages | questions | file @1 | page/section @1 "
-        "| page/section @3 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| page/section @3 | answer holds it (before) | answer holds it (now) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    totals = [0, 0, 0, 0]
+    totals = [0] * 6
     for source in sources:
         mine = [a for a in answers if a.question.file == source.name]
         counts = [
@@ -265,6 +432,8 @@ def file_rows(sources: list[Source], answers: list[Answer], pages: dict[str, int
             sum(a.file_at_1 for a in mine),
             sum(a.place_at_1 for a in mine),
             sum(a.place_at_3 for a in mine),
+            sum(a.contained("before") for a in mine),
+            sum(a.contains for a in mine),
         ]
         totals = [t + c for t, c in zip(totals, counts, strict=True)]
         n = counts[0]
@@ -333,6 +502,9 @@ def floor_run(names: list[str]) -> None:
             "file_at_1": answer.file_at_1,
             "place_at_1": answer.place_at_1,
             "place_at_3": answer.place_at_3,
+            "answer": answer.text,
+            "contains": answer.contains,
+            "contains_before": answer.contained("before"),
         }
         print(json.dumps(record), flush=True)
 
@@ -366,11 +538,19 @@ def main() -> None:
             "extractive answer). A question counts at @1 when the answer's first citation "
             "names the file and the page (PDF, as a viewer counts pages) or a heading path "
             "holding the expected heading (HTML); @3 when one of the first three fused "
-            "documents does.",
+            "documents does. The answer holds the expected answer when it quotes the words "
+            "given for the question (case, spacing, Markdown code marks and citation marks "
+            'aside); "before" is the extractive generator that quoted headings, running '
+            "headers and contents lines and cut wrapped lines, answering the same fused "
+            "documents in the same run (`BASELINES`).",
             "",
             f"**{right}/{len(answers)} first citations name the right file and page/section.**",
             "",
             *file_rows(sources, answers, page_counts(sources)),
+            "",
+            "## Answer containment",
+            "",
+            *containment(answers),
             "",
             *(
                 [f"Missing here (install the package): {', '.join(s.name for s in missing)}", ""]
@@ -380,6 +560,10 @@ def main() -> None:
             "## Every question",
             "",
             *question_rows(answers),
+            "",
+            "## Answers that changed",
+            "",
+            *answer_lines(answers),
             "",
             "Versions: " + versions(),
             "",

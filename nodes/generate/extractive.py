@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN_PLUS
-from parallel_rag.backends.text_analysis import analyze, split_sentences
+from parallel_rag.backends.text_analysis import analyze
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.generate.citations import GeneratedAnswer
+from parallel_rag.nodes.generate.furniture import Furniture, continues, read_pieces
 from parallel_rag.nodes.generate.questions import (
     answer_kind,
     lowered_words,
@@ -59,6 +60,7 @@ class _Sentence:
     carried: dict[str, float] = field(default_factory=dict)
     subject: str = ""  # its document's title, lower case, without a disambiguation
     named_by_pick: bool = False  # a sentence picked before it names its document
+    wraps: bool = False  # the rest of the sentence before it (that line runs into this one)
 
 
 _FUNCTION_WORDS = frozenset(STOPWORDS_EN_PLUS)  # NLTK's English list, as bm25s bundles it
@@ -171,8 +173,12 @@ class ExtractiveGenerator:
         max_words: int = 64,
         focus_weight: float = 3.0,
         name_by_title: bool = True,
+        drop_furniture: bool = True,
+        join_wrapped_lines: bool = True,
     ):
         self.name_by_title = name_by_title
+        self.drop_furniture = drop_furniture
+        self.join_wrapped_lines = join_wrapped_lines
         self.max_sentences = max_sentences
         self.min_term_overlap = min_term_overlap
         self.embeddings = embeddings
@@ -228,6 +234,8 @@ class ExtractiveGenerator:
         opens: dict[int, bool] = {}  # the document is the start of its text, not a later chunk
         rank: dict[int, float] = {}  # the chunk's and its document's best chunk's, combined
         best_chunk: dict[tuple[str, str], int] = {}
+        furniture = Furniture(documents) if self.drop_furniture else None
+        wraps: list[bool] = []  # the sentence is the rest of the one before (a wrapped line)
         for number, doc in enumerate(documents, start=1):
             title = titles[number] = document_title(doc)
             metadata = doc.get("metadata") or {}
@@ -236,11 +244,20 @@ class ExtractiveGenerator:
             best = best_chunk.setdefault((str(source), title), number) if source else number
             rank[number] = 1 / math.sqrt(number * best)
             title_terms = analyze(title)
-            sentences = split_sentences(doc["content"])
-            if sentences and title and sentences[0].lstrip("#").strip() == title:
-                sentences = sentences[1:]  # a long title line is not a sentence of the text
-            for position, sentence in enumerate(sentences):
+            if furniture is not None:  # headings, running headers, contents lines left out
+                pieces = furniture.sentences(doc, number - 1)
+            else:
+                pieces = read_pieces(doc["content"])
+            if pieces and title and pieces[0].text.lstrip("#").strip() == title:
+                pieces = pieces[1:]  # a long title line is not a sentence of the text
+            for position, piece in enumerate(pieces):
+                sentence = piece.text
                 raw.append((number, position, sentence, analyze(sentence), title, title_terms))
+                wraps.append(
+                    self.join_wrapped_lines
+                    and bool(position)
+                    and continues(pieces[position - 1], piece)
+                )
         if not raw:
             return []
         cosines, vectors = self._similarities(query, [r[2] for r in raw])
@@ -336,6 +353,7 @@ class ExtractiveGenerator:
                     vector=None if vectors is None else vectors[index],
                     carried=carried,
                     subject=subjects[number],
+                    wraps=wraps[index],
                 )
             )
         return out
@@ -375,6 +393,11 @@ class ExtractiveGenerator:
         labelled: set[int] = set()
         words = 0
 
+        def units(group: list[_Sentence]) -> int:  # the pieces of a wrapped sentence count once
+            return sum(
+                not (s.wraps and place.get((s.number, s.position - 1)) in group) for s in group
+            )
+
         def add(sentence: _Sentence) -> bool:
             nonlocal words
             if sentence in chosen:
@@ -388,7 +411,7 @@ class ExtractiveGenerator:
                 and following.offers
                 and following.features["anaphor"]
                 and following not in chosen
-                and len(chosen) + 2 <= self.max_sentences
+                and units(chosen) + 2 <= self.max_sentences
                 and words + size + following.words <= self.max_words
             ):  # what the sentence leaves open, its continuation names
                 group, size = [sentence, following], size + following.words
@@ -397,7 +420,7 @@ class ExtractiveGenerator:
                 fits = antecedent is not None and (
                     antecedent in chosen
                     or (
-                        len(chosen) + 2 <= self.max_sentences
+                        units(chosen) + 2 <= self.max_sentences
                         and words + size + antecedent.words <= self.max_words
                     )
                 )
@@ -410,7 +433,13 @@ class ExtractiveGenerator:
                     group, size = [antecedent, sentence], size + antecedent.words
                 elif not fits:
                     return False  # nothing says who "it" is
-            if len(chosen) + len(group) > self.max_sentences or (
+            whole = self._whole_sentences(group, place, chosen)
+            extra = sum(s.words for s in whole) - sum(s.words for s in group)
+            if units(chosen + whole) <= self.max_sentences and (
+                not chosen or words + size + extra <= self.max_words
+            ):  # a wrapped line is quoted with the rest of its sentence when that fits
+                group, size = whole, size + extra
+            if units(chosen + group) > self.max_sentences or (
                 chosen and words + size > self.max_words
             ):
                 return False
@@ -420,7 +449,7 @@ class ExtractiveGenerator:
                 labelled.add(id(sentence))
             return True
 
-        while len(chosen) < self.max_sentences:
+        while units(chosen) < self.max_sentences:
             if chosen:
                 eligible += self._follow_up(sentences, chosen, base)
             ranked = sorted(
@@ -437,6 +466,35 @@ class ExtractiveGenerator:
         for sentence in sentences:
             sentence.score = base[id(sentence)] + named * sentence.named_by_pick
         return chosen, labelled
+
+    @staticmethod
+    def _whole_sentences(
+        group: list[_Sentence],
+        place: Mapping[tuple[int, int], _Sentence],
+        chosen: list[_Sentence],
+        reach: int = 3,
+    ) -> list[_Sentence]:
+        """``group`` with the pieces its ends wrap from or into (``_Sentence.wraps``), up to
+        ``reach`` lines each way: the line before that runs into its first sentence and the
+        lines its last one runs into ("The *cif* in `ffi_cif` stands for" -> "Call
+        InterFace."), none already chosen."""
+        before: list[_Sentence] = []
+        first = group[0]
+        while first.wraps and len(before) < reach:
+            previous = place.get((first.number, first.position - 1))
+            if previous is None or previous in chosen or previous in group:
+                break
+            before.insert(0, previous)
+            first = previous
+        after: list[_Sentence] = []
+        last = group[-1]
+        while len(after) < reach:
+            following = place.get((last.number, last.position + 1))
+            if following is None or not following.wraps or following in chosen + group:
+                break
+            after.append(following)
+            last = following
+        return before + group + after
 
     def _follow_up(
         self, candidates: list[_Sentence], chosen: list[_Sentence], base: Mapping[int, float]
