@@ -22,7 +22,10 @@ validated at load time (both in ``milvus_expressions.py``).
 
 Milvus Lite allows one process per file; stores are cached per process so every branch,
 request and the ingester share one client, and calls on a local file are serialised. A second
-process opening the same file gets ``StoreInUseError`` naming the file.
+process opening the same file gets ``StoreInUseError`` naming the file. A cached store outlives
+a server restart: a collection the restarted server brings back released is loaded again on the
+first call it refuses, and pymilvus's own tracebacks of failed calls stay out of the log
+(``milvus_outages.py``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from parallel_rag.backends.milvus_expressions import (
     milvus_field,
     milvus_literal,
 )
+from parallel_rag.backends.milvus_outages import call_loaded, quiet_pymilvus
 from parallel_rag.backends.secrets import register_secrets, secret_value
 from pydantic import (
     BaseModel,
@@ -299,6 +303,7 @@ def open_store(
         return store
     from langchain_milvus import Milvus
 
+    quiet_pymilvus()
     register_secrets([settings.token])
     if not settings.is_server:
         Path(args["uri"]).parent.mkdir(parents=True, exist_ok=True)
@@ -342,7 +347,7 @@ def open_store(
 
 
 def forget_stores(uri: str | None = None) -> None:
-    """Drop cached stores (all, or those of one uri): after a server restart, in tests."""
+    """Drop cached stores (all, or those of one uri): in tests, before stopping a server."""
     with _registry_lock:
         for key in [k for k in _stores if uri is None or k[0] == uri]:
             store = _stores.pop(key)
@@ -410,15 +415,19 @@ class MilvusRetriever(DenseStoreRetriever):
         collection (see ``SearchKwargsRetriever.warm_up``)."""
         self._store()
 
+    def _where(self) -> str:
+        """The server URL or the Milvus Lite file, as messages name it."""
+        s = self.settings
+        return s.uri if s.is_server else s.resolved_uri(self.base_dir)
+
     def _store(self) -> Any:
         s = self.settings
         store = open_store(s, self.base_dir, self.embedding_model, self.device)
         if not self._output_fields:
             with self._guard():
                 if not store.client.has_collection(s.collection):
-                    where = s.uri if s.is_server else s.resolved_uri(self.base_dir)
                     raise LookupError(
-                        f"Milvus collection '{s.collection}' does not exist at {where}; "
+                        f"Milvus collection '{s.collection}' does not exist at {self._where()}; "
                         "run `parallel-rag ingest PATH...` first"
                     )
                 described = check_collection(s, store.client)
@@ -454,14 +463,19 @@ class MilvusRetriever(DenseStoreRetriever):
         data = self._query_data(store, query)
         expression = milvus_expression(filters, s.metadata_field, s.filter_expression)
         with self._guard():
-            results = store.client.search(
+            results = call_loaded(
+                store.client,
                 s.collection,
-                data=[data],
-                anns_field=self._anns_field(),
-                search_params={"metric_type": self.metric, "params": {}},
-                limit=k or self.k,
-                filter=expression or "",
-                output_fields=self._output_fields,
+                self._where(),
+                lambda: store.client.search(
+                    s.collection,
+                    data=[data],
+                    anns_field=self._anns_field(),
+                    search_params={"metric_type": self.metric, "params": {}},
+                    limit=k or self.k,
+                    filter=expression or "",
+                    output_fields=self._output_fields,
+                ),
             )
         docs = []
         for hit in results[0] if results else []:
@@ -537,10 +551,15 @@ def stored_fingerprints(
             return found
         wanted = [settings.metadata_field] if settings.metadata_field else ["file_id", "chunk_hash"]
         for expression in files_expressions(settings, file_ids):
-            rows = client.query(
+            rows = call_loaded(
+                client,
                 settings.collection,
-                filter=expression,
-                output_fields=[settings.primary_field, *wanted],
+                settings.uri if settings.is_server else uri,
+                lambda expression=expression: client.query(
+                    settings.collection,
+                    filter=expression,
+                    output_fields=[settings.primary_field, *wanted],
+                ),
             )
             for row in rows:
                 metadata = (
