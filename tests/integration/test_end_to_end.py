@@ -148,7 +148,9 @@ def test_cli_ingest_and_ask_json(tmp_path):
     assert ask.returncode == 0, ask.stderr
     result = json.loads(ask.stdout)
     assert set(result) == {
+        "messages",
         "answer",
+        "resolution",
         "documents",
         "queries",
         "citations",
