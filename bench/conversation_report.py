@@ -66,46 +66,66 @@ def check_table(records: list[dict]) -> str:
 def latency_table(report: dict[str, Any]) -> str:
     from bench.tables import cell, markdown_table
 
-    follow = [r for r in report["records"].values() if r["kind"] == "follow_up"]
-    if not follow or "conversation_ms" not in follow[0]:
+    timed = report.get("latency")
+    if not timed:
         return "(the graph does not take `messages`: nothing to time)"
 
-    def row(label, wall, cpu, digits=1):
+    def paired(a: str, b: str, kind: str) -> list[float]:
+        return [y - x for x, y in zip(timed[a][kind], timed[b][kind], strict=True)]
+
+    def row(label: str, wall: list[float], cpu: list[float], digits: int = 1) -> list[str]:
         return [label, cell(median(wall), digits), cell(median(cpu), digits)]
 
     rows = [
-        row("follow-up as `{query: last}` (no resolution)", [r["last_ms"] for r in follow],
-            [r["last_cpu_ms"] for r in follow]),
+        row("follow-up as `{query: last}` (no resolution)", timed["last"]["wall"],
+            timed["last"]["cpu"]),
         row("follow-up as `{messages}` (resolution + the follow_up view)",
-            [r["conversation_ms"] for r in follow], [r["conversation_cpu_ms"] for r in follow]),
-        row("added per follow-up (median of the paired differences)",
-            [r["conversation_ms"] - r["last_ms"] for r in follow],
-            [r["conversation_cpu_ms"] - r["last_cpu_ms"] for r in follow]),
+            timed["conversation"]["wall"], timed["conversation"]["cpu"]),
+        row("**added per follow-up** (median of paired differences)",
+            paired("last", "conversation", "wall"), paired("last", "conversation", "cpu")),
+        row("first turn as `{query}`", timed["first_query"]["wall"], timed["first_query"]["cpu"]),
+        row("first turn as `{messages}` (one user message)", timed["first_messages"]["wall"],
+            timed["first_messages"]["cpu"]),
+        row("**added on a first turn** (median of paired differences)",
+            paired("first_query", "first_messages", "wall"),
+            paired("first_query", "first_messages", "cpu")),
     ]  # fmt: skip
-    step = report["resolution_step"]
-    rows.append(["resolution step alone (`resolve_conversation`), µs", cell(step["wall_us"], 0),
-                 cell(step["cpu_us"], 0)])  # fmt: skip
-    first = report["first_turn"]
-    rows += [
-        row("first turn as `{query}`", first["query_ms"], first["query_cpu"]),
-        row("first turn as `{messages}`", first["messages_ms"], first["messages_cpu"]),
-        row("added on a first turn (median of the paired differences)",
-            [m - q for m, q in zip(first["messages_ms"], first["query_ms"], strict=True)],
-            [m - q for m, q in zip(first["messages_cpu"], first["query_cpu"], strict=True)]),
-    ]  # fmt: skip
-    rows.append([f"first turn: same ranking as `{{query}}` in {first['same']} of {first['n']}",
-                 "", ""])  # fmt: skip
+    step, encode = report["resolution_step"], report["encode"]
+    rows.append(["resolution step alone (`resolve_conversation`, LLM-free)",
+                 cell(step["wall_us"] / 1000, 3), cell(step["cpu_us"] / 1000, 3)])  # fmt: skip
+    label = "one query encode (bundled MiniLM, below its cache): an unseen follow-up embeds two"
+    rows.append([label, cell(encode["wall_ms"], 1), cell(encode["cpu_ms"], 1)])
+    follow = [r for r in report["records"].values() if r["kind"] == "follow_up"]
     if report.get("llm"):
         rows.append(
             row(
-                "follow-up with SmolLM2 (CPU: this process)",
+                "follow-up with SmolLM2, whole turn (CPU: this process)",
                 [r["llm_ms"] for r in follow],
                 [r["llm_cpu_ms"] for r in follow],
             )
         )
-        rows.append(["… and the llama.cpp server's CPU, ms", "",
+        steps = [r["llm_contextualize_ms"] for r in follow if r.get("llm_contextualize_ms")]
+        rows.append(["… its contextualize node (the model's call)", cell(median(steps), 1), ""])
+        rows.append(["… and the llama.cpp server's CPU", "",
                      cell(median([r["llm_server_cpu_ms"] for r in follow]), 0)])  # fmt: skip
-    return markdown_table(["per turn, median", "wall ms", "CPU ms"], rows)
+    note = (
+        f"\n\nEach figure is the median over the {timed['n']} follow-ups of a follow-up's "
+        f"median of {timed['reps']} interleaved runs, query vectors cached "
+        f"(see `latency_pass`). First turn: the same top {K} as `{{query}}` in "
+        f"{timed['first_same']} of {timed['n']}."
+    )
+    return markdown_table(["per turn, median", "wall ms", "CPU ms"], rows) + note
+
+
+def switch_identity(records: list[dict]) -> str:
+    """How often the switch's top 10 is exactly the self-contained question's."""
+    parts = []
+    for row, label in (("conversation", "LLM-free"), ("thread", "thread"), ("llm", "SmolLM2")):
+        have = [r for r in records if f"{row}_ids" in r]
+        if have:
+            same = sum(r[f"{row}_ids"] == r["written_ids"] for r in have)
+            parts.append(f"{label} {same} of {len(have)}")
+    return "Top 10 identical to the question alone's: " + ", ".join(parts) + "."
 
 
 def checkpoint_table(report: dict[str, Any]) -> str:
@@ -116,7 +136,7 @@ def checkpoint_table(report: dict[str, Any]) -> str:
         return "(no checkpointer run)"
     headers, rows = ["turn"], []
     for name in runs:
-        headers += [f"newest checkpoint, {name}", f"file grew by, {name}"]
+        headers += [f"newest checkpoint, {name}", f"stored by the turn, {name}"]
     for index in range(len(next(iter(runs.values())))):
         line = [str(index + 1)]
         for turns in runs.values():
@@ -155,7 +175,9 @@ def render(report: dict[str, Any], conversations: list[dict], command: str, seco
         f"load {os.getloadavg()[1]:.1f} · embedded defaults (BM25 + Qdrant Edge), no reranker",
         f"### Follow-ups: target recall@{K}\n\n" + recall_table(follow, FOLLOW_ROWS, derived),
         "### Switches and greetings: the self-contained question keeps its recall\n\n"
-        + recall_table(switch, SWITCH_ROWS, switch_derived),
+        + recall_table(switch, SWITCH_ROWS, switch_derived)
+        + "\n\n"
+        + switch_identity(switch),
         "### The set's check: does the follow-up depend on the earlier turn?\n\n"
         + check_table(follow),
         "### Time resolution adds per turn\n\n" + latency_table(report),
