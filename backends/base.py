@@ -366,7 +366,11 @@ class BackendSpec:
     backend whose stores ``parallel-rag ingest --store NAME`` creates by name: from (NAME, the
     settings of its entries the configuration already has) it gives the ``backend_config`` of
     the store to write. ``term_index`` says its retriever keeps a term index (``term_index()``,
-    a ``BM25Index``) that the ``prf`` rewriter can expand queries from.
+    a ``BM25Index``) that the ``prf`` rewriter can expand queries from. ``extra`` names the
+    extra of ``parallel-rag`` that brings the packages it needs (``extras.EXTRAS``), for a
+    backend outside the core: a configuration naming it without that extra installed is
+    refused at load with the extra to install. Its module imports those packages only where
+    it uses them, so registering it costs nothing.
     """
 
     name: str
@@ -382,6 +386,7 @@ class BackendSpec:
     check: Callable[[Any, Any], object] | None = None
     named_store: Callable[[str, Sequence[Any]], dict[str, Any]] | None = None
     term_index: bool = False
+    extra: str | None = None
 
     def kind_of(self, settings: Any) -> RetrievalKind:
         return self.kind if isinstance(self.kind, str) else self.kind(settings)

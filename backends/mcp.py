@@ -868,4 +868,5 @@ BACKEND = BackendSpec(
     factory=build_mcp,
     kind=lambda settings: settings.retrieval_kind,
     check=declared_server,
+    extra="mcp",
 )

@@ -307,4 +307,5 @@ BACKEND = BackendSpec(
         else []
     ),
     evaluable=True,
+    extra="qdrant",
 )

@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from parallel_rag.backends.base import BackendSpec, RetrievalKind, SettingError
 from parallel_rag.backends.embeddings import BUNDLED
+from parallel_rag.backends.extras import MissingExtraError, require_extra
 from parallel_rag.backends.mcp import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries, term_index_backends
 from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
@@ -439,7 +440,13 @@ class PipelineConfig(_Strict):
         """Each backend's own check of its entries against the pipeline (an mcp entry names a
         server declared under ``mcp_servers``); a route's pipeline runs it too."""
         for used in leaf_entries(self.retrievers):
-            check = BACKENDS[used.backend].check
+            spec = BACKENDS[used.backend]
+            if spec.extra is not None:
+                try:
+                    require_extra(spec.extra, f"backend {used.backend!r}")
+                except MissingExtraError as error:
+                    raise FieldError(f"retrievers.{used.name}.backend", str(error)) from None
+            check = spec.check
             if check is None:
                 continue
             try:
@@ -447,6 +454,44 @@ class PipelineConfig(_Strict):
             except SettingError as error:
                 field = f"retrievers.{used.name}.backend_config.{error.field}"
                 raise FieldError(field, str(error)) from None
+
+    def needed_extras(self) -> list[tuple[str, str, str]]:
+        """(field, extra, what) for each part outside the backends that needs an extra: chat
+        models (an OpenAI-compatible ``base_url``: ``openai``; a ``provider:model`` name:
+        ``providers``), a cross-encoder reranker and any embedding model but the bundled one
+        on the CPU (``torch``)."""
+        needed = []
+        chat_models = {
+            "rewriter.llm": self.rewriter and self.rewriter.llm,
+            "reranker.llm": self.reranker and self.reranker.llm,
+            "generator.llm": self.generator.llm,
+            "conversation.llm": self.conversation.llm,
+        }
+        for field, settings in chat_models.items():
+            if settings:
+                compatible = settings.provider == "openai_compatible" or (
+                    settings.provider is None and settings.base_url
+                )
+                if compatible:
+                    needed.append((field, "openai", "an OpenAI-compatible chat model"))
+                else:
+                    needed.append((field, "providers", f"the chat model {settings.model!r}"))
+        if self.reranker is not None and (
+            self.reranker.kind == "cross_encoder" or self.reranker.model not in (None, BUNDLED)
+        ):
+            needed.append(("reranker.model", "torch", f"a {self.reranker.kind} reranker model"))
+        if self.embeddings.model != BUNDLED or self.embeddings.device != "cpu":
+            needed.append(("embeddings.model", "torch", "an embedding model other than bundled"))
+        return needed
+
+    @model_validator(mode="after")
+    def _check_extras(self) -> PipelineConfig:
+        for field, extra, what in self.needed_extras():
+            try:
+                require_extra(extra, what)
+            except MissingExtraError as error:
+                raise FieldError(field, str(error)) from None
+        return self
 
     @model_validator(mode="after")
     def _check_retrievers(self, info: ValidationInfo) -> PipelineConfig:

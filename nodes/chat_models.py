@@ -17,6 +17,7 @@ from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.language_models import BaseChatModel
+from parallel_rag.backends.extras import require_extra
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
@@ -38,7 +39,8 @@ class ChatModelSettings(BaseModel):
 @functools.cache
 def compatible_chat_openai_class() -> type[BaseChatModel]:
     """``ChatOpenAI`` for OpenAI-compatible servers (built once, on first use: importing
-    ``langchain_openai`` is deferred like every provider)."""
+    ``langchain_openai`` is deferred like every provider; the ``openai`` extra brings it)."""
+    require_extra("openai", "an OpenAI-compatible chat model")
     from langchain_openai import ChatOpenAI
 
     class CompatibleChatOpenAI(ChatOpenAI):
@@ -75,6 +77,7 @@ def make_chat_model(settings: ChatModelSettings) -> BaseChatModel:
             api_key=settings.api_key or SecretStr("not-needed"),
             **common,
         )
+    require_extra("providers", f"the chat model {settings.model!r}")
     from langchain.chat_models import init_chat_model
 
     extra = {"api_key": settings.api_key.get_secret_value()} if settings.api_key else {}
