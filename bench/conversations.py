@@ -126,6 +126,14 @@ def run(graph, request: dict[str, Any], config: dict | None = None) -> dict[str,
     }
 
 
+def score(record: dict[str, Any], row: str, conversation: dict, done: dict[str, Any]) -> None:
+    """A row's recall, top ids and (for a conversation) what it retrieved on, in ``record``."""
+    record[row] = recall(done["ids"], conversation["targets"])
+    record[f"{row}_ids"] = done["ids"][:K]
+    if "resolution" in done["result"]:
+        record[f"{row}_on"] = done["result"]["resolution"]["retrieved_on"]
+
+
 def replay_thread(graph, conversation: dict[str, Any], thread: str) -> dict[str, Any]:
     """The conversation's user turns sent one by one on a thread: the graph answers each
     earlier turn itself (its own answer, not the dev set's), the last one is measured."""
@@ -216,64 +224,33 @@ def checkpoint_bytes(graph_factory, conversations: list[dict[str, Any]], durabil
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    questions = []
-    for conversation in conversations:
-        questions += [t["content"] for t in conversation["turns"] if t["role"] == "user"]
-    questions = questions[:5]
-    rows = []
+    users = [t["content"] for c in conversations for t in c["turns"] if t["role"] == "user"]
+    rows, before = [], 0
     with tempfile.TemporaryDirectory(prefix="conv-ckpt-") as folder:
-        path = Path(folder) / "threads.sqlite3"
-        connection = sqlite3.connect(str(path), check_same_thread=False)
+        connection = sqlite3.connect(str(Path(folder) / "threads.sqlite3"), check_same_thread=False)
         saver = SqliteSaver(connection)
-        graph = graph_factory(saver)
-        config = {"configurable": {"thread_id": "five-turns"}}
-        before = 0
-        for number, question in enumerate(questions, 1):
-            extra = {"durability": durability} if durability else {}
-            graph.invoke(
-                {"messages": [{"role": "user", "content": question}], "top_k": K},
-                config,
-                **extra,
-            )
+        graph, config = graph_factory(saver), {"configurable": {"thread_id": "five-turns"}}
+        extra = {"durability": durability} if durability else {}
+        for number, question in enumerate(users[:5], 1):
+            request = {"messages": [{"role": "user", "content": question}], "top_k": K}
+            graph.invoke(request, config, **extra)
             connection.commit()
-            stored = saver.get_tuple(config)
-            newest = len(saver.serde.dumps_typed(stored.checkpoint)[1])
-            size = sum(
-                length or 0
-                for (length,) in connection.execute(
-                    "SELECT length(checkpoint) + length(metadata) FROM checkpoints"
-                    " UNION ALL SELECT length(value) FROM writes"
-                )
-            )
-            rows.append({"turn": number, "newest": newest, "added": size - before})
-            before = size
+            newest = len(saver.serde.dumps_typed(saver.get_tuple(config).checkpoint)[1])
+            stored = connection.execute(
+                "SELECT (SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0)"
+                " FROM checkpoints) + (SELECT coalesce(sum(length(value)), 0) FROM writes)"
+            ).fetchone()[0]
+            rows.append({"turn": number, "newest": newest, "added": stored - before})
+            before = stored
         connection.close()
     return rows
 
 
 def children_cpu_seconds() -> float:
-    """CPU seconds of this process's child processes (the llama.cpp server) and theirs."""
+    """CPU seconds of this process's children (the llama.cpp server), to the clock tick."""
     from bench.measure import tree_cpu_seconds
 
-    children: list[int] = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/children") as handle:
-                children += [int(pid) for pid in handle.read().split()]
-        except OSError:
-            continue
-    return sum(tree_cpu_seconds(pid) for pid in children)
-
-
-def llm_settings(base_url: str) -> dict[str, Any]:
-    """The ``conversation.llm`` block for the SmolLM2 server (as the test suite's fixture)."""
-    return {
-        "model": "smollm2",
-        "base_url": base_url,
-        "temperature": 0,
-        "max_tokens": 200,
-        "timeout_seconds": 120,
-    }
+    return tree_cpu_seconds() - time.process_time()
 
 
 def measure(conversations: list[dict[str, Any]], use_llm: bool, log=print) -> dict[str, Any]:
@@ -306,34 +283,20 @@ def measure(conversations: list[dict[str, Any]], use_llm: bool, log=print) -> di
         log(f"[index] {len(data.corpus)} paragraphs in {time.perf_counter() - started:.0f} s")
         graph = build_graph(config, base_dir=work)
         graph.invoke({"query": "warm up", "top_k": K})
-        for number, c in enumerate(conversations, 1):
-            record = records[c["id"]]
-            for row, request in (
-                ("last", {"query": last_turn(c)}),
-                ("written", {"query": c["written_out"]}),
-                ("conversation", {"messages": c["turns"]}),
-            ):
-                if row == "conversation" and not report["messages"]:
-                    continue
-                done = run(graph, request)
-                record[row] = recall(done["ids"], c["targets"])
-                if c["kind"] == "switch":
-                    record[f"{row}_ids"] = done["ids"][:K]
-                if row == "conversation":
-                    record["retrieved_on"] = done["result"]["resolution"]["retrieved_on"]
-            if number % 20 == 0:
-                log(f"[run] {number}/{len(conversations)} conversations")
+        rows = {"last": lambda c: {"query": last_turn(c)},
+                "written": lambda c: {"query": c["written_out"]}}  # fmt: skip
+        if report["messages"]:
+            rows["conversation"] = lambda c: {"messages": c["turns"]}
+        for c in conversations:
+            for row, request in rows.items():
+                score(records[c["id"]], row, c, run(graph, request(c)))
         if not report["messages"]:
             log("[skip] the graph does not take `messages` yet: conversation rows left out")
             return report
 
         threaded = build_graph(config, base_dir=work, checkpointer=InMemorySaver())
         for c in conversations:
-            done = replay_thread(threaded, c, f"thread-{c['id']}")
-            records[c["id"]]["thread"] = recall(done["ids"], c["targets"])
-            if c["kind"] == "switch":
-                records[c["id"]]["thread_ids"] = done["ids"][:K]
-            records[c["id"]]["thread_retrieved_on"] = done["result"]["resolution"]["retrieved_on"]
+            score(records[c["id"]], "thread", c, replay_thread(threaded, c, f"thread-{c['id']}"))
         log("[run] threads replayed")
 
         report["latency"] = latency_pass(graph, follow_ups)
@@ -358,28 +321,186 @@ def measure(conversations: list[dict[str, Any]], use_llm: bool, log=print) -> di
                 return report
             OUT_DIR.mkdir(parents=True, exist_ok=True)
             with llama_server(OUT_DIR / "llama-conversations.log") as base_url:
-                settings = {
-                    **default_config_dict(),
-                    "conversation": {"llm": llm_settings(base_url)},
-                }
+                # the test suite's settings (tests/support/llm_fixtures.py)
+                llm = {"model": "smollm2", "base_url": base_url, "temperature": 0,
+                       "max_tokens": 200, "timeout_seconds": 120}  # fmt: skip
+                settings = {**default_config_dict(), "conversation": {"llm": llm}}
                 llm_graph = build_graph(parse_config(settings), base_dir=work)
                 for number, c in enumerate(conversations, 1):
                     server_cpu = children_cpu_seconds()
                     done = run(llm_graph, {"messages": c["turns"]})
                     record = records[c["id"]]
-                    record["llm"] = recall(done["ids"], c["targets"])
-                    if c["kind"] == "switch":
-                        record["llm_ids"] = done["ids"][:K]
+                    score(record, "llm", c, done)
                     record["llm_ms"], record["llm_cpu_ms"] = done["wall_ms"], done["cpu_ms"]
                     record["llm_server_cpu_ms"] = (children_cpu_seconds() - server_cpu) * 1000
-                    record["llm_retrieved_on"] = done["result"]["resolution"]["retrieved_on"]
-                    record["llm_method"] = done["result"]["resolution"]["method"]
                     timings = done["result"].get("timings") or {}
                     record["llm_contextualize_ms"] = timings.get("contextualize")
                     if number % 20 == 0:
                         log(f"[llm] {number}/{len(conversations)} conversations")
             report["llm"] = True
     return report
+
+
+# -- the report -------------------------------------------------------------------------------
+
+FOLLOW_ROWS = {
+    "last": "last turn alone, `{query: last}`",
+    "conversation": "conversation, `{messages}` (LLM-free default)",
+    "thread": "thread, earlier turns answered by the graph",
+    "llm": "conversation, SmolLM2 writes the question",
+    "written": "written out by hand, `{query: written_out}`",
+    "conversation/written": "conversation ÷ written out",
+    "conversation-last": "conversation − last turn alone",
+    "thread-last": "thread − last turn alone",
+    "llm/written": "SmolLM2 ÷ written out",
+}
+SWITCH_ROWS = {
+    "written": "self-contained question alone",
+    "conversation": "after the unrelated turns, `{messages}` (LLM-free)",
+    "thread": "after the unrelated turns, thread",
+    "llm": "after the unrelated turns, SmolLM2",
+    "conversation/written": "LLM-free ÷ alone",
+    "thread/written": "thread ÷ alone",
+    "llm/written": "SmolLM2 ÷ alone",
+}
+
+
+def figure(records: list[dict], row: str) -> float | None:
+    """A row's mean recall over ``records`` ("a/b", "a-b": two rows' ratio, difference)."""
+    for op in "/-":
+        if op in row:
+            a, b = (figure(records, part) for part in row.split(op))
+            if a is None or b is None or (op == "/" and not b):
+                return None
+            return a / b if op == "/" else a - b
+    values = [r[row] for r in records if row in r]
+    return sum(values) / len(values) if values and len(values) == len(records) else None
+
+
+def recall_table(records: list[dict], rows: dict[str, str]) -> str:
+    from bench.tables import cell, markdown_table
+
+    groups = [(s, [r for r in records if r["split"] == s]) for s in SPLITS] + [("all", records)]
+    groups = [(f"{name} ({len(rs)})", rs) for name, rs in groups if rs]
+    body = [[label] + [cell(figure(rs, row)) for _, rs in groups] for row, label in rows.items()]
+    return markdown_table([f"recall@{K}"] + [name for name, _ in groups], body)
+
+
+def check_table(records: list[dict]) -> str:
+    from bench.tables import markdown_table
+
+    labels = ("both miss", "last turn alone finds it, written out misses",
+              "written out finds it, last turn alone misses", "both find it")  # fmt: skip
+    counts = [0] * 4
+    for r in records:
+        counts[(r["written"] > 0) * 2 + (r["last"] > 0)] += 1
+    return markdown_table(
+        ["follow-ups", "count"], [list(pair) for pair in zip(labels, counts, strict=True)]
+    )
+
+
+def latency_table(report: dict[str, Any]) -> str:
+    from bench.tables import cell, markdown_table
+
+    timed, step, encode = report["latency"], report["resolution_step"], report["encode"]
+
+    def row(label: str, a: str, b: str | None = None) -> list[str]:
+        cells = [label]
+        for kind in ("wall", "cpu"):
+            values = timed[a][kind] if b is None else [
+                y - x for x, y in zip(timed[a][kind], timed[b][kind], strict=True)]  # fmt: skip
+            cells.append(cell(median(values), 1))
+        return cells
+
+    rows = [
+        row("follow-up as `{query: last}` (no resolution)", "last"),
+        row("follow-up as `{messages}` (resolution + the follow_up view)", "conversation"),
+        row("**added per follow-up** (median of paired differences)", "last", "conversation"),
+        row("first turn as `{query}`", "first_query"),
+        row("first turn as `{messages}` (one user message)", "first_messages"),
+        row("**added on a first turn** (median of paired differences)", "first_query",
+            "first_messages"),
+        ["resolution step alone (`resolve_conversation`, LLM-free)",
+         cell(step["wall_us"] / 1000, 3), cell(step["cpu_us"] / 1000, 3)],
+        ["one query encode, bundled MiniLM (an unseen follow-up embeds two views)",
+         cell(encode["wall_ms"], 1), cell(encode["cpu_ms"], 1)],
+    ]  # fmt: skip
+    if report.get("llm"):
+        follow = [r for r in report["records"].values() if r["kind"] == "follow_up"]
+        steps = [r["llm_contextualize_ms"] or 0 for r in follow]
+        rows += [
+            ["follow-up with SmolLM2, whole turn", cell(median([r["llm_ms"] for r in follow]), 1),
+             cell(median([r["llm_cpu_ms"] for r in follow]), 1)],
+            ["… of which the contextualize node (the model's call)", cell(median(steps), 1), ""],
+            ["… and the llama.cpp server's CPU", "",
+             cell(median([r["llm_server_cpu_ms"] for r in follow]), 0)],
+        ]  # fmt: skip
+    note = (
+        f"\n\nMedians over the {timed['n']} follow-ups of each one's median of {timed['reps']} "
+        "interleaved runs on cached query vectors (`latency_pass`). A first turn as `{messages}` "
+        f"returned the same top {K} as `{{query}}` in {timed['first_same']} of {timed['n']}."
+    )
+    return markdown_table(["per turn, median", "wall ms", "CPU ms"], rows) + note
+
+
+def checkpoint_table(report: dict[str, Any]) -> str:
+    from bench.tables import markdown_table
+
+    runs = report["checkpoints"]
+    headers = ["turn"] + [f"{what}, {name}" for name in runs
+                          for what in ("newest checkpoint", "stored by the turn")]  # fmt: skip
+    rows = [
+        [str(i + 1)]
+        + [f"{turns[i][key]:,}" for turns in runs.values() for key in ("newest", "added")]
+        for i in range(len(next(iter(runs.values()))))
+    ]
+    return markdown_table(headers, rows)
+
+
+def render(report: dict[str, Any], conversations: list[dict], command: str, seconds: float) -> str:
+    records = list(report["records"].values())
+    follow = [r for r in records if r["kind"] == "follow_up"]
+    switch = [r for r in records if r["kind"] == "switch"]
+    same = ", ".join(
+        f"{row} {sum(r[f'{row}_ids'] == r['written_ids'] for r in switch)} of {len(switch)}"
+        for row in ("conversation", "thread", "llm")
+        if switch and row in switch[0]
+    )
+    by_id = {c["id"]: c for c in conversations}
+    missed = [r for r in follow if r["written"] and not r.get("conversation", 1)]
+    misses = [
+        f"- {r['id']}: {last_turn(by_id[r['id']])!r} -> {r['conversation_on']!r}"
+        for r in missed
+        if r["split"] == "train"
+    ] + [f"- and {sum(r['split'] == 'test' for r in missed)} in test (not listed: report set)"]
+    parts = [
+        f"`{command}` · {time.strftime('%Y-%m-%d')} · {seconds:.0f} s wall · "
+        f"load {os.getloadavg()[1]:.1f} · embedded defaults (BM25 + Qdrant Edge), no reranker",
+        f"### Follow-ups: target recall@{K}\n\n" + recall_table(follow, FOLLOW_ROWS),
+        "### Switches and greetings: the self-contained question keeps its recall\n\n"
+        + recall_table(switch, SWITCH_ROWS)
+        + f"\n\nTop {K} identical to the question alone's: {same}.",
+        "### The set's check: does the follow-up depend on the earlier turn?\n\n"
+        + check_table(follow),
+    ]
+    if report.get("latency"):
+        parts += [
+            "### Time resolution adds per turn\n\n" + latency_table(report),
+            "### Checkpoint bytes per turn (5-turn thread, `SqliteSaver`)\n\n"
+            + checkpoint_table(report),
+            "### Follow-ups the written-out question finds and the conversation misses\n\n"
+            + "\n".join(misses),
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+RESULTS_HEADER = """# Conversations: does a follow-up find what it needs? (issue 49)
+
+Target recall@10 on the hand-written conversational dev set `bench/conversation_set.jsonl`
+(HotpotQA dev500 bridge questions; tune on `train`, report `test`), from
+`python -m bench.conversations`; how the set was written is in that module's docstring.
+
+"""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -404,8 +525,6 @@ def main(argv: list[str] | None = None) -> None:
         + (f" --limit {args.limit}" if args.limit else "")
         + (" --llm" if args.llm else "")
     )
-    from bench.conversation_report import RESULTS_HEADER, render
-
     text = render(report, conversations, command, time.perf_counter() - started)
     print(text)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
