@@ -6,12 +6,14 @@ unknown model, ``on_failure: block``, the upstream down or slow)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi.responses import JSONResponse
 from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.graph.errors import FieldError, one_line, openai_error, problems
 from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:  # the "servers" extra; a router file is read (route, ingest) without it
+    from fastapi.responses import JSONResponse
 
 
 class RouteError(ConfigError):
@@ -57,6 +59,8 @@ class RouterError(Exception):
         return openai_error(self.message, self.kind, self.code, self.param)
 
     def response(self) -> JSONResponse:
+        from fastapi.responses import JSONResponse
+
         return JSONResponse(status_code=self.status, content=self.body(), headers=self.headers)
 
 
