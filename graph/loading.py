@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.graph.errors import problems
 from pydantic import ValidationError
@@ -90,6 +89,8 @@ def load_config(
 def read_yaml(path: str | os.PathLike) -> Any:
     """A config file's YAML (an empty file is an empty mapping); ``ConfigError`` names the
     file when it is missing or not YAML."""
+    import yaml  # only when a file is read: the embedded defaults need no YAML parser
+
     chosen = Path(path)
     if not chosen.is_file():
         raise ConfigError(f"config file not found: {chosen}")
