@@ -248,8 +248,12 @@ class ExtractiveGenerator:
                 pieces = furniture.sentences(doc, number - 1)
             else:
                 pieces = read_pieces(doc["content"])
-            if pieces and title and pieces[0].text.lstrip("#").strip() == title:
-                pieces = pieces[1:]  # a long title line is not a sentence of the text
+            if pieces and title:  # a long title line is not a sentence of the text
+                if furniture is None and pieces[0].text.lstrip("#").strip() == title:
+                    pieces = pieces[1:]
+                head = doc["content"].splitlines()[pieces[0].line] if pieces else ""
+                if furniture is not None and head.strip().lstrip("#").strip() == title:
+                    pieces = [p for p in pieces if p.line != pieces[0].line]  # even cut in two
             for position, piece in enumerate(pieces):
                 sentence = piece.text
                 raw.append((number, position, sentence, analyze(sentence), title, title_terms))

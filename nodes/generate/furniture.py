@@ -118,6 +118,7 @@ class Piece:
     first: bool  # it opens its line
     listed: bool  # its line is a list item ("- ", "* ", "\u2022 ")
     full: bool = True  # its line runs to the chunk's usual width (``read_pieces``)
+    code: bool = False  # its line is inside a fenced code block (Markdown ```)
 
 
 _FULL_WIDTH = 0.6  # of the chunk's usual line length: a line cut there by the width
@@ -126,17 +127,23 @@ _FULL_WIDTH = 0.6  # of the chunk's usual line length: a line cut there by the w
 def read_pieces(content: str) -> list[Piece]:
     """The chunk's sentences, exactly as ``split_sentences`` gives them (it reads line by line,
     so cutting each line alone is the same cut), each with its line. A line is ``full`` when it
-    is at least 0.6 of the chunk's usual line length (the 80th percentile): prose the width
-    wrapped, not a table row or a list line that ends short of it."""
+    is at least 0.6 of the chunk's usual line length (the 80th percentile; the longest line
+    of a chunk of fewer than five lines): prose the width wrapped, not a table row or a list
+    line that ends short of it."""
     lines = content.splitlines()
     lengths = sorted(len(line.strip()) for line in lines if line.strip())
-    width = lengths[int(0.8 * (len(lengths) - 1))] if lengths else 0
+    # the longest line of a short chunk ("Title\nA paragraph on one line")
+    width = lengths[int(0.8 * (len(lengths) - 1))] if len(lengths) >= 5 else max(lengths, default=0)
     pieces = []
+    code = False
     for number, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            code = not code
+            continue
         listed = bool(LIST_MARKER.match(line.strip()))
         full = len(line.strip()) >= _FULL_WIDTH * width
         for i, sentence in enumerate(split_sentences(line)):
-            pieces.append(Piece(sentence, number, i == 0, listed, full))
+            pieces.append(Piece(sentence, number, i == 0, listed, full, code))
     return pieces
 
 
@@ -151,6 +158,7 @@ def continues(before: Piece, after: Piece) -> bool:
         after.line == before.line + 1
         and after.first
         and not after.listed
+        and not (before.code or after.code)
         and not before.text.rstrip(" *_`").endswith((".", "!", "?"))
         and (before.full or after.text[:1].islower())
     )
@@ -164,13 +172,19 @@ class Furniture:
 
     def __init__(self, documents: Sequence[Mapping[str, Any]]):
         pages: dict[tuple[str, str], set[tuple[Any, str]]] = defaultdict(set)
+        # headings a contents line or a running header names, by source
+        self._named: dict[str, set[str]] = defaultdict(set)
         for number, document in enumerate(documents):
             metadata = document.get("metadata") or {}
             where = metadata.get("page", metadata.get("chunk_index", number))
             for line in str(document.get("content") or "").splitlines():
                 line = line.strip()
                 if line and not line.endswith((".", "!", "?")):
-                    pages[self._key(metadata, line, number)].add((where, line))
+                    key = self._key(metadata, line, number)
+                    pages[key].add((where, line))
+                    if _LEADERS.search(line) or _MARKER.match(_LEADING_PAGE.sub("", line)):
+                        if len(core := _core(line).split()) >= 2:
+                            self._named[key[0]].add(" ".join(core))
         self._running: set[tuple[str, str]] = set()
         for key, seen in pages.items():
             places = {where for where, _ in seen}
@@ -200,14 +214,20 @@ class Furniture:
         "heading", "contents", "running header" or "title"; "" when it is text."""
         text = piece.text.strip()
         words = _WORD.findall(_DECORATION.sub(" ", text))
-        if not words:
-            return ""
+        if not words or piece.code:
+            return ""  # a line of a code block is code, whatever it looks like
         if _LEADERS.search(text):
             return "contents"
         verb = _has_verb(words)
         core = _core(text)
+        marked = _MARKER.match(_LEADING_PAGE.sub("", text))
+        if not marked and core in self._named.get(self._key(metadata, text, number)[0], ()):
+            return "heading"  # the contents or a running header names it
+        line = _core(lines[piece.line])  # a heading cut in two ("Sonatas, Op." "5 (Vivaldi)")
         for heading in headings_of(metadata) if core else ():
-            if core == heading or (not verb and len(core.split()) >= 2 and core in heading):
+            if core == heading or line == heading:
+                return "heading"
+            if not verb and len(core.split()) >= 2 and core in heading:
                 return "heading"
         if verb:
             return ""  # a clause, kept whatever else it looks like
@@ -216,7 +236,7 @@ class Furniture:
             return ""
         if piece.first and self._key(metadata, lines[piece.line], number) in self._running:
             return "running header"
-        if _MARKER.match(_LEADING_PAGE.sub("", text)):
+        if marked:
             return "running header" if paged else "heading"
         # the rest look like headings only when they stand alone: a line that the one
         # before runs into, or that runs into the next, is part of a sentence
@@ -227,7 +247,16 @@ class Furniture:
         )
         if wrapped or not piece.first:
             return ""
-        if _NUMBERED.match(text) and (paged or _title_case(words[1:]) or len(words) <= 6):
+        numbered = _NUMBERED.match(text)
+        if (
+            numbered
+            and (
+                paged
+                or "." in numbered.group().strip(" .")  # "3.2 ": a subsection's number
+                or _title_case(words[1:])
+                or len(words) <= 6
+            )
+        ):
             return "contents" if paged else "heading"
         if len(words) <= 12 and text[0].isupper() and _title_case(words):
             return "title"
