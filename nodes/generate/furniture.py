@@ -13,19 +13,26 @@ by design (a heading names its topic): on the conversion quality set
 * the chunk's own heading path and title (``section``, ``title`` metadata): a line that is,
   or sits inside, one of those headings (numbering and page number aside) is a heading;
 * dotted leaders ("Header file libtasn1.h . . . . 35"): a table-of-contents or index line;
-* a chapter, section, appendix or part marker, or a section number ("2.3", "4"), opening a
-  line with no closing punctuation and no verb: a heading, or a running header when a page
-  number ends it;
+* a chapter, section, appendix or part marker opening a line with no closing punctuation
+  and no verb: a heading, or a running header when a page number ends it; and a line that
+  spells a heading such a line (or a contents line) names, among the documents at hand;
 * a line that comes back on several pages (or chunks) of one source among the documents
   at hand, the same but for its digits: a running header or footer (the page number is what
   changes), or three times and more with no closing punctuation: a footer;
-* a short title-case fragment with no verb and no closing punctuation ("Abstract Syntax
-  Notation One (ASN.1) library for the GNU system"): a title or a heading.
+* a section number ("2.3 ", or "4 " before a title-case or short line, or with a page number
+  after it) opening a line that stands alone, and a short title-case fragment with neither a
+  verb nor closing punctuation ("RECOVERING DATA FROM DAMAGED FILES"): a heading or a title.
+  A line that the one before runs into, or that runs into the next (opening in lower case),
+  is part of a sentence, whatever it looks like ("In 2005, Kouvanis and Berry [KB05]").
 
 "No verb" is a word list (auxiliaries, modals and common present-tense verbs), not a parser:
-a line with one of them is kept whatever else holds, so a sentence that answers stays even
-when it looks like a heading. Table rows ("CACHE 16 Watch cache files being written") are
-neither title case nor numbered, and stay.
+a line with one of them is kept unless it is a contents line or spells a heading, so a
+sentence that answers stays even when it looks like a heading. Table rows ("CACHE 16 Watch
+cache files being written") are neither title case nor numbered, and stay; lines of a fenced
+code block are code, never furniture.
+
+The same reading gives each sentence its line (``read_pieces``), so the generator can quote a
+sentence the page's width cut at a line end with the rest of it (``continues``).
 """
 
 from __future__ import annotations
@@ -121,13 +128,13 @@ class Piece:
     code: bool = False  # its line is inside a fenced code block (Markdown ```)
 
 
-_FULL_WIDTH = 0.6  # of the chunk's usual line length: a line cut there by the width
+_FULL_WIDTH = 0.7  # of the chunk's usual line length: a line cut there by the width
 
 
 def read_pieces(content: str) -> list[Piece]:
     """The chunk's sentences, exactly as ``split_sentences`` gives them (it reads line by line,
     so cutting each line alone is the same cut), each with its line. A line is ``full`` when it
-    is at least 0.6 of the chunk's usual line length (the 80th percentile; the longest line
+    is at least 0.7 of the chunk's usual line length (the 80th percentile; the longest line
     of a chunk of fewer than five lines): prose the width wrapped, not a table row or a list
     line that ends short of it."""
     lines = content.splitlines()
@@ -159,7 +166,7 @@ def continues(before: Piece, after: Piece) -> bool:
         and after.first
         and not after.listed
         and not (before.code or after.code)
-        and not before.text.rstrip(" *_`").endswith((".", "!", "?"))
+        and not before.text.rstrip(" *_`").endswith((".", "!", "?", ":"))
         and (before.full or after.text[:1].islower())
     )
 
@@ -216,8 +223,8 @@ class Furniture:
         words = _WORD.findall(_DECORATION.sub(" ", text))
         if not words or piece.code:
             return ""  # a line of a code block is code, whatever it looks like
-        if _LEADERS.search(text):
-            return "contents"
+        if _LEADERS.search(lines[piece.line]):
+            return "contents"  # its page number too, cut off after the leaders' last dot
         verb = _has_verb(words)
         core = _core(text)
         marked = _MARKER.match(_LEADING_PAGE.sub("", text))
