@@ -51,12 +51,12 @@ opencv-libraries:
 # they install them (bench/conversion_quality.py lists the files and their licences).
 WILD_DOCUMENTS := /usr/share/doc/bzip2/manual.pdf.gz /usr/share/doc/fontconfig/fontconfig-user.pdf.gz \
   /usr/share/doc/zlib1g-dev/crc-doc.1.0.pdf.gz /usr/share/doc/nettle-dev/nettle.pdf.gz \
-  /usr/share/doc/libffi8/html/The-Basics.html
+  /usr/share/doc/libffi8/html/The-Basics.html /usr/share/doc/libtasn1-doc/libtasn1.pdf
 documents-in-the-wild:
 	@ls $(WILD_DOCUMENTS) >/dev/null 2>&1 || { \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y \
-	    bzip2-doc fontconfig zlib1g-dev nettle-dev libffi-dev; }
+	    bzip2-doc fontconfig zlib1g-dev nettle-dev libffi-dev libtasn1-doc; }
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
