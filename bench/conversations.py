@@ -494,13 +494,22 @@ def render(report: dict[str, Any], conversations: list[dict], command: str, seco
     return "\n\n".join(parts) + "\n"
 
 
-RESULTS_HEADER = """# Conversations: does a follow-up find what it needs? (issue 49)
+MARKER = "<!-- below: written by python -m bench.conversations; above: kept -->"
+RESULTS_HEADER = f"""# Conversations: does a follow-up find what it needs? (issue 49)
 
-Target recall@10 on the hand-written conversational dev set `bench/conversation_set.jsonl`
-(HotpotQA dev500 bridge questions; tune on `train`, report `test`), from
-`python -m bench.conversations`; how the set was written is in that module's docstring.
+Target recall@10 on the hand-written conversational dev set `bench/conversation_set.jsonl`;
+how it was written is in `bench/conversations.py`'s docstring.
 
+{MARKER}
 """
+
+
+def write_results(text: str) -> None:
+    """The results file: what is above the marker kept (the reading of the figures), the
+    tables below it replaced."""
+    old = RESULTS_PATH.read_text(encoding="utf-8") if RESULTS_PATH.is_file() else ""
+    head = old[: old.index(MARKER) + len(MARKER)] + "\n" if MARKER in old else RESULTS_HEADER
+    RESULTS_PATH.write_text(head + "\n" + text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -530,7 +539,7 @@ def main(argv: list[str] | None = None) -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "conversations.json").write_text(json.dumps(report, indent=1, default=str))
     if not args.no_write:
-        RESULTS_PATH.write_text(RESULTS_HEADER + text, encoding="utf-8")
+        write_results(text)
 
 
 if __name__ == "__main__":
