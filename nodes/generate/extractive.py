@@ -437,7 +437,7 @@ class ExtractiveGenerator:
                     group, size = [antecedent, sentence], size + antecedent.words
                 elif not fits:
                     return False  # nothing says who "it" is
-            whole = self._whole_sentences(group, place, chosen)
+            whole = self._whole_sentences(group, place, chosen, self.max_words // 2)
             extra = sum(s.words for s in whole) - sum(s.words for s in group)
             if units(chosen + whole) <= self.max_sentences and (
                 not chosen or words + size + extra <= self.max_words
@@ -476,28 +476,35 @@ class ExtractiveGenerator:
         group: list[_Sentence],
         place: Mapping[tuple[int, int], _Sentence],
         chosen: list[_Sentence],
-        reach: int = 3,
+        limit: int,
     ) -> list[_Sentence]:
-        """``group`` with the pieces its ends wrap from or into (``_Sentence.wraps``), up to
-        ``reach`` lines each way: the line before that runs into its first sentence and the
-        lines its last one runs into ("The *cif* in `ffi_cif` stands for" -> "Call
-        InterFace."), none already chosen."""
-        before: list[_Sentence] = []
-        first = group[0]
-        while first.wraps and len(before) < reach:
-            previous = place.get((first.number, first.position - 1))
-            if previous is None or previous in chosen or previous in group:
-                break
-            before.insert(0, previous)
-            first = previous
+        """``group`` with the pieces its ends wrap into or from (``_Sentence.wraps``): the lines
+        its last sentence runs into ("The *cif* in `ffi_cif` stands for" -> "Call InterFace."),
+        then the lines that run into its first, none already chosen, while the whole stays
+        within ``limit`` words: a long sentence a page cut in five lines would otherwise take
+        the room of the next answering sentence (on the conversion quality set, without the
+        limit, "ASN1_MAX_NAME_SIZE is the maximum number of..." no longer fitted)."""
+        words = sum(s.words for s in group)
         after: list[_Sentence] = []
         last = group[-1]
-        while len(after) < reach:
-            following = place.get((last.number, last.position + 1))
-            if following is None or not following.wraps or following in chosen + group:
+        while (following := place.get((last.number, last.position + 1))) is not None:
+            if (
+                not following.wraps
+                or following in chosen + group
+                or words + following.words > limit
+            ):
                 break
             after.append(following)
+            words += following.words
             last = following
+        before: list[_Sentence] = []
+        first = group[0]
+        while first.wraps and (previous := place.get((first.number, first.position - 1))):
+            if previous in chosen + group or words + previous.words > limit:
+                break
+            before.insert(0, previous)
+            words += previous.words
+            first = previous
         return before + group + after
 
     def _follow_up(
