@@ -171,7 +171,9 @@ def nested_answer_graph(graph):
 
     def run_retrieval(state: dict, config: RunnableConfig) -> dict:
         # the subgraph takes a request (it refuses the parent's other state keys)
-        return retrieval.invoke({k: state[k] for k in request_keys if k in state}, config)
+        # (an empty ``messages`` channel is no conversation: left out)
+        request = {k: state[k] for k in request_keys if state.get(k) not in (None, [])}
+        return retrieval.invoke(request, config)
 
     builder.add_node("retrieval", run_retrieval)
     builder.add_node("generate", graph.nodes["generate"].bound)

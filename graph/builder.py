@@ -28,7 +28,6 @@ from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command
-from langgraph.utils.runnable import RunnableCallable
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.secrets import register_secrets, secrets_in
 from parallel_rag.graph.compiled import (
@@ -59,6 +58,7 @@ from parallel_rag.graph.state import (
     RetrievalResult,
     coerce_request,
 )
+from parallel_rag.graph.steps import GraphStep
 from parallel_rag.nodes.chat_models import make_chat_model
 from parallel_rag.nodes.contextualize.node import ContextualizeNode
 from parallel_rag.nodes.fallback import FallbackNode
@@ -98,29 +98,17 @@ def _validate_input_at_entry(graph: CompiledStateGraph) -> None:
     # validates the same way, whoever calls it: invoke, stream, batch, LCEL, LangServe and the
     # LangGraph server. A refused input fails the START task, so a checkpointed thread is not
     # stuck with it: the thread's next run discards that task and starts from its own input.
-    # a traced step named validate_input, as a RunnableLambda would be, minus the lambda's
-    # per-call signature checks; under ainvoke/astream it runs on the event loop
+    # under ainvoke/astream it runs on the event loop (short CPU work)
     entry = graph.nodes[START]
-    bound = _inline(validate_graph_input, trace=True, name="validate_input")
+    bound = GraphStep(
+        lambda value, config, runtime: validate_graph_input(value), name="validate_input"
+    )
     graph.nodes[START] = entry.copy({"bound": bound})
 
 
-def _retrieve_node(retrieve: RetrieveNode) -> RunnableCallable:
-    # what ``add_node`` makes of a function (no run of its own in traces), with the node's own
-    # coroutine for ainvoke/astream instead of ``invoke`` in a worker thread
-    return RunnableCallable(retrieve.invoke, retrieve.ainvoke, name="retrieve", trace=False)
-
-
-def _inline(func: Any, *, trace: bool, name: str | None = None) -> RunnableCallable:
-    # what LangGraph makes of a sync node or edge function (``trace`` as it would set it), for
-    # pure, short CPU work: under ainvoke/astream it runs on the event loop itself instead of in
-    # a worker thread (the hop would cost more than the work). The same keyword arguments
-    # (config, runtime) are injected, read from the sync function's signature.
-
-    async def run_inline(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
-
-    return RunnableCallable(func, run_inline, name=name or func.__name__, trace=trace)
+def _retrieve_node(retrieve: RetrieveNode) -> GraphStep:
+    # the node's own coroutine for ainvoke/astream instead of ``invoke`` in a worker thread
+    return GraphStep(retrieve.invoke, retrieve.ainvoke, name="retrieve")
 
 
 def _resolve_config(
@@ -262,7 +250,7 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
         builder.add_node("rewrite", node.invoke)
         builder.add_conditional_edges(
             "rewrite",
-            _inline(make_view_router(branches, pipeline.tenant_field), trace=True),
+            make_view_router(branches, pipeline.tenant_field),
             ["retrieve"],
         )
         entry_targets = ["rewrite", "retrieve"]
@@ -272,12 +260,10 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
     )  # fmt: skip
     # a conversation with earlier turns is resolved first; a first turn goes straight on
     builder.add_node("contextualize", ContextualizeNode(parts.conversation_model).invoke)
-    builder.add_conditional_edges(
-        "contextualize", _inline(route(contextualize=False), trace=True), entry_targets
-    )
+    builder.add_conditional_edges("contextualize", route(contextualize=False), entry_targets)
     builder.add_conditional_edges(
         START,
-        _inline(route(contextualize=True), trace=True, name="route_request"),
+        route(contextualize=True),
         ["contextualize", *entry_targets],
     )
 
@@ -319,7 +305,9 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
         weights=pipeline.fusion.weights_for(sorted(parts.scope.dense)),
         method=pipeline.fusion.method,
     )
-    builder.add_node("fuse", _inline(fuse, trace=False), defer=True)
+    # fuse is short CPU work: under ainvoke/astream it runs on the event loop, no thread hop
+    step = GraphStep(lambda state, config, runtime: fuse(state, runtime), name="fuse")
+    builder.add_node("fuse", step, defer=True)
     return builder
 
 
