@@ -9,11 +9,15 @@ publishes it (``publish``: the directory through ``atomic_files.write_directory`
 ones. Readers ask ``LiveRevisions`` for the live revision: opened once per process and opened
 again when ``CURRENT`` names a new one.
 
-Within one run of a graph (``run_scope``, which ``RAGGraph`` opens), every search of a store
-gets the revision live when the run started (``hold_stores_for_run`` takes it then, for
-each branch's retriever and each leg of a hybrid branch; ``held_for_run`` gives it back): a
-run whose rewriting, query views, branches or fallback legs straddle an ingest still reads
-one revision of each store, whole. The BM25 retriever keeps its loaded index the same way.
+Within one run of a graph, every search of a store gets the revision live when the run
+started (``hold_stores_for_run`` takes it then, for each branch's retriever and each leg of a
+hybrid branch; ``held_for_run`` gives it back): a run whose rewriting, query views, branches or
+fallback legs straddle an ingest still reads one revision of each store, whole. The BM25
+retriever keeps its loaded index the same way. A graph's entry opens its run's holds under the
+run's key (``open_run``; the graph uses LangGraph's per-run ``RunControl``, which every task of
+the run and of a graph run inside it shares), each node that searches reads them
+(``within_run``) and the last one closes them (``close_run``); ``run_scope`` opens holds for
+the code inside it, whatever runs there.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -62,6 +67,69 @@ def run_scope() -> Iterator[None]:
             _RUN_HOLDS.reset(token)
         except ValueError:  # a stream closed from another context: leave that one clean
             _RUN_HOLDS.set(None)
+
+
+RUN_HOLD_SECONDS = 900.0
+"""How long the holds of a run that never closed (it failed before its last node) are kept:
+the next run to open drops them after that."""
+
+
+@dataclass
+class _Run:
+    holds: dict[Any, Any] = field(default_factory=dict)
+    users: int = 1
+    since: float = field(default_factory=time.monotonic)
+
+
+_RUNS: dict[Hashable, _Run] = {}
+_RUNS_LOCK = threading.Lock()
+
+
+def open_run(key: Hashable) -> None:
+    """A graph run starts under ``key``: from now until ``close_run(key)``, code inside
+    ``within_run(key)`` reads the stores' revisions the run got first. A key already open (a
+    graph run inside a node of another run, under the same key) is opened once more and keeps
+    what the outer run holds. Runs left open longer than ``RUN_HOLD_SECONDS`` are dropped."""
+    now = time.monotonic()
+    with _RUNS_LOCK:
+        for stale in [k for k, run in _RUNS.items() if now - run.since > RUN_HOLD_SECONDS]:
+            del _RUNS[stale]
+        run = _RUNS.get(key)
+        if run is None:
+            _RUNS[key] = _Run()
+        else:
+            run.users += 1
+
+
+def close_run(key: Hashable) -> None:
+    """The run under ``key`` searches no store any more: its holds go when every opening of the
+    key is closed."""
+    with _RUNS_LOCK:
+        run = _RUNS.get(key)
+        if run is not None:
+            run.users -= 1
+            if run.users <= 0:
+                del _RUNS[key]
+
+
+def runs_open() -> int:
+    """How many runs hold revisions now (0 when no graph is running)."""
+    return len(_RUNS)
+
+
+@contextmanager
+def within_run(key: Hashable) -> Iterator[None]:
+    """Inside: ``held_for_run`` answers from the run open under ``key`` (as ``run_scope``
+    does); a ``run_scope`` around it wins, and a key no run has open changes nothing."""
+    run = _RUNS.get(key) if _RUN_HOLDS.get() is None else None
+    if run is None:
+        yield
+        return
+    token = _RUN_HOLDS.set(run.holds)
+    try:
+        yield
+    finally:
+        _RUN_HOLDS.reset(token)
 
 
 class _OpenFailed:

@@ -32,10 +32,9 @@ from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.secrets import register_secrets, secrets_in
 from parallel_rag.graph.compiled import (
     GraphProfile,
-    RAGGraph,
-    as_rag_graph,
     graph_profile,
     retrieval_graph_of,
+    with_profile,
 )
 from parallel_rag.graph.components import (
     make_generator,
@@ -71,7 +70,6 @@ from parallel_rag.nodes.rewrite.node import RewriteNode
 __all__ = [
     "ConfigSource",
     "GraphProfile",
-    "RAGGraph",
     "build_graph",
     "build_retrieval_graph",
     "graph_profile",
@@ -247,7 +245,8 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
             include_original=rewriter_config.include_original,
             on_failure=rewriter_config.on_failure or pipeline.on_failure,
         )
-        builder.add_node("rewrite", node.invoke)
+        # a worker thread under ainvoke, as LangGraph runs a sync function node
+        builder.add_node("rewrite", GraphStep(node.invoke, name="rewrite", offload=True))
         builder.add_conditional_edges(
             "rewrite",
             make_view_router(branches, pipeline.tenant_field),
@@ -256,10 +255,18 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
         entry_targets = ["rewrite", "retrieve"]
     route = partial(
         make_entry_router, branches, pipeline.tenant_field, parts.rewriter is not None,
-        parts.prefetch,
+        parts.prefetch, scope=parts.scope,
     )  # fmt: skip
     # a conversation with earlier turns is resolved first; a first turn goes straight on
-    builder.add_node("contextualize", ContextualizeNode(parts.conversation_model).invoke)
+    contextualize = ContextualizeNode(parts.conversation_model).invoke
+    builder.add_node(
+        "contextualize",
+        GraphStep(
+            lambda state, config, runtime: contextualize(state, config),
+            name="contextualize",
+            offload=True,
+        ),
+    )
     builder.add_conditional_edges("contextualize", route(contextualize=False), entry_targets)
     builder.add_conditional_edges(
         START,
@@ -275,7 +282,7 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
     if to_fallback:
         builder.add_node(
             "fallback",
-            FallbackNode(retrieve).invoke,
+            GraphStep(FallbackNode(retrieve).invoke, name="fallback", offload=True),
             input_schema=RAGState,
             destinations=("rerank", "fuse") if reranks else None,
         )
@@ -288,7 +295,9 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
             input_schema=RAGState,
             destinations=("rerank", "fuse", *to_fallback),
         )
-        builder.add_node("rerank", parts.rerank)
+        rerank = parts.rerank
+        step = GraphStep(lambda task, config, runtime: rerank(task), name="rerank", offload=True)
+        builder.add_node("rerank", step)
         builder.add_edge("rerank", "fuse")
     else:
         builder.add_node(
@@ -305,8 +314,11 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
         weights=pipeline.fusion.weights_for(sorted(parts.scope.dense)),
         method=pipeline.fusion.method,
     )
-    # fuse is short CPU work: under ainvoke/astream it runs on the event loop, no thread hop
-    step = GraphStep(lambda state, config, runtime: fuse(state, runtime), name="fuse")
+    # fuse is short CPU work: under ainvoke/astream it runs on the event loop, no thread hop;
+    # no store is searched after it, so the run's held revisions go
+    step = GraphStep(
+        lambda state, config, runtime: fuse(state, runtime), name="fuse", ends_run=True
+    )
     builder.add_node("fuse", step, defer=True)
     return builder
 
@@ -319,7 +331,7 @@ def _compile(
     uses_model: bool,
     retrieval: CompiledStateGraph | None = None,
     checkpointer: Checkpointer = None,
-) -> RAGGraph:
+) -> CompiledStateGraph:
     branches = parts.branches
     uses_model = uses_model or any(b.kind == "dense" for b in branches) or parts.loads_reranker
     profile = GraphProfile(
@@ -329,9 +341,9 @@ def _compile(
         retrievers=tuple((b.name, b.retriever) for b in branches),
         retrieval=retrieval,
     )
-    compiled = as_rag_graph(builder.compile(name=name, checkpointer=checkpointer), profile)
+    compiled = builder.compile(name=name, checkpointer=checkpointer)
     _validate_input_at_entry(compiled)
-    return compiled
+    return with_profile(compiled, profile)
 
 
 def build_retrieval_graph(
@@ -345,7 +357,7 @@ def build_retrieval_graph(
     conversation_model: BaseChatModel | None = None,
     checkpointer: Checkpointer = None,
     name: str = "parallel-rag-retrieval",
-) -> RAGGraph:
+) -> CompiledStateGraph:
     """Compile the retrieval graph alone ([contextualize] -> [rewrite] -> fan-out ->
     [fallback] -> [rerank] -> fuse): its output is ``RetrievalResult``, the fused documents
     with their account, and it never generates. Arguments as for ``build_graph``."""
@@ -369,7 +381,7 @@ def build_graph(
     conversation_model: BaseChatModel | None = None,
     checkpointer: Checkpointer = None,
     name: str = "parallel-rag",
-) -> RAGGraph:
+) -> CompiledStateGraph:
     """Compile the workflow: the retrieval graph followed by ``generate``. ``config`` is a
     ``PipelineConfig``, a mapping, a YAML path, or None (``$PARALLEL_RAG_CONFIG``,
     ./parallel-rag.yaml, else the embedded defaults).

@@ -1,33 +1,23 @@
-"""The compiled graph ``build_graph`` returns (``RAGGraph``) and what the surfaces know of it
-(``GraphProfile``, ``graph_profile``).
-
-A ``RAGGraph`` is LangGraph's ``CompiledStateGraph`` whose runs check their per-run knobs once,
-as they start: the ``context`` a caller passes (LangGraph's runtime context, what Studio's
-context form sends) and, for callers that only speak ``RunnableConfig`` (LangServe, LCEL
-``.with_config``), the knobs in ``configurable``, mapped to the context here and nowhere else
-(``knobs_from``). Nodes read them from ``runtime.context``.
+"""What the surfaces know of a graph ``build_graph`` compiled (``GraphProfile``,
+``graph_profile``): the graph itself is ``StateGraph.compile()``'s own result; its runs check
+their knobs and hold the stores' revisions in the graph (``graph/routing.py``,
+``graph/steps.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
 from weakref import WeakKeyDictionary
 
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.backends.base import warm_up_each
 from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.revisions import hold_stores_for_run, run_scope
 from parallel_rag.backends.secrets import describe_error
 from parallel_rag.graph.configuration import EmbeddingsConfig
-from parallel_rag.graph.context import KnobScope, RAGContext, knobs_from
+from parallel_rag.graph.context import KnobScope
 from parallel_rag.graph.routing import QueryPrefetch
 
 logger = logging.getLogger(__name__)
@@ -86,56 +76,7 @@ def retrieval_graph_of(graph: CompiledStateGraph) -> CompiledStateGraph:
     return profile.retrieval.copy({"config": graph.config}) if graph.config else profile.retrieval
 
 
-class RAGGraph(CompiledStateGraph):
-    """A compiled pipeline whose every run starts with its knobs parsed and checked against
-    what the pipeline can honour (a ``KnobError`` naming the field, before any node runs).
-    ``invoke``, ``batch``, ``stream_events`` and the servers all run through ``stream`` or
-    ``astream``, so this is the one place a run's knobs are set, and where a run starts
-    reading one revision of each store (``backends.revisions.run_scope``)."""
-
-    def run_context(self, config: RunnableConfig | None, context: Any) -> RAGContext:
-        """The run's knobs: ``context`` (a dict is validated as LangGraph would: a pydantic
-        error naming the field), over the knobs in ``configurable``."""
-        if isinstance(context, Mapping):
-            context = RAGContext(**context)
-        configurable = {
-            **((self.config or {}).get("configurable") or {}),  # with_config(configurable=...)
-            **((config or {}).get("configurable") or {}),
-        }
-        knobs = knobs_from(context, configurable)
-        profile = graph_profile(self)
-        if profile is not None:
-            profile.knob_scope.check(knobs)
-        return knobs
-
-    def hold_stores(self) -> None:
-        """Inside the run's scope: its stores' live revisions, taken now for the whole run."""
-        profile = graph_profile(self)
-        if profile is not None:
-            hold_stores_for_run(retriever for _, retriever in profile.retrievers)
-
-    def stream(
-        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs
-    ) -> Iterator[Any]:
-        knobs = self.run_context(config, context)
-        with run_scope():  # every search of a store in this run reads one revision of it
-            self.hold_stores()
-            yield from super().stream(input, config, context=knobs, **kwargs)
-
-    async def astream(
-        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs
-    ) -> AsyncIterator[Any]:
-        knobs = self.run_context(config, context)
-        with run_scope():
-            await asyncio.to_thread(self.hold_stores)  # may open a new revision: off the loop
-            async with aclosing(super().astream(input, config, context=knobs, **kwargs)) as run:
-                async for chunk in run:
-                    yield chunk
-
-
-def as_rag_graph(compiled: CompiledStateGraph, profile: GraphProfile) -> RAGGraph:
-    """``compiled`` as a ``RAGGraph`` (what ``copy`` would make of it), with its profile."""
-    attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
-    graph = RAGGraph(**attrs)
-    _PROFILES[graph.builder] = profile
-    return graph
+def with_profile(compiled: CompiledStateGraph, profile: GraphProfile) -> CompiledStateGraph:
+    """``compiled`` (returned as it is), its profile kept for ``graph_profile``."""
+    _PROFILES[compiled.builder] = profile
+    return compiled

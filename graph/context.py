@@ -1,7 +1,7 @@
 """Per-run knobs: the graph's ``context_schema`` (LangGraph Runtime context), with a
 ``configurable`` fallback for callers that only speak RunnableConfig (LangServe, LCEL
-``.with_config``), mapped to the context in one place (``knobs_from``, called by
-``RAGGraph.stream``/``astream`` in ``graph/compiled.py``).
+``.with_config``), mapped to the context in one place (``knobs_from``: the graph's entry router
+checks them, and every node of ours reads them the same way, ``graph/steps.py``).
 
 A knob changes how one run uses the configured pipeline, never what it talks to: which of the
 configured retrievers run, how many candidates each asks for, the fusion method, ``k`` and
@@ -10,9 +10,10 @@ model does.
 Nothing that could name an endpoint, a key, a path or a model is a knob, so a request can never
 redirect the app.
 
-The knobs are parsed and checked (``KnobScope.check``) once, as a run starts; every node that
-needs one reads it from its injected ``runtime.context``, so nothing carries them through the
-state or the ``Send`` payloads.
+The knobs are parsed and checked (``KnobScope.check``) once, as a run starts (the entry router,
+before any node); every node that needs one reads it from its ``runtime.context``, which
+``GraphStep`` hands it with the ``configurable`` knobs merged in, so nothing carries them
+through the state or the ``Send`` payloads.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class RAGContext(BaseModel):
 
 
 KNOBS: frozenset[str] = frozenset(RAGContext.model_fields)
+UNSET = RAGContext()
+"""A run that sets no knob: the pipeline as configured (frozen, so shared)."""
 
 SETTINGS_NOT_KNOBS: frozenset[str] = setting_names() | frozenset(
     """backend backend_config embeddings tenant_field mcp_servers upstream routing api_base
@@ -151,7 +154,7 @@ def knobs_from(context: Any, configurable: Mapping[str, Any] | None) -> RAGConte
     picked = {k: v for k, v in (configurable or {}).items() if k in KNOBS and v is not None}
     knobs = _parse(picked, "configurable") if picked else None
     if context is None:
-        return knobs or RAGContext()
+        return knobs or UNSET
     if not isinstance(context, RAGContext):
         if not isinstance(context, Mapping):
             context = getattr(context, "__dict__", {})

@@ -12,7 +12,8 @@ once, for its lookup, and the event loop keeps its timeout: ``ainvoke`` on the c
 ``invoke`` on an event loop of the calling thread's own, kept for its next call (the caller's
 context and callbacks go along). A thread already running an event loop cannot wait on another
 in place: there ``invoke`` runs the sync ``invoke``. The knobs (``context``, and a caller's
-``configurable``) go to the run as they are: the graph maps and checks them (``RAGGraph``).
+``configurable``) go to the run as they are: the graph maps and checks them (its entry router,
+``graph/routing.py``).
 
 Both start embedding the question for the dense branches before the graph runs (the graph's
 ``QueryPrefetch``): the encode releases the GIL and overlaps with the run's setup, input

@@ -2,12 +2,18 @@
 
 One ``Send("retrieve", ...)`` per (query view, retriever), except that HyDE views go to dense
 retrievers only. Every branch gets the request's filters, with the tenant as a mandatory filter.
-The run's knobs (``graph/context.py``, checked as the run starts) are read here from the
-injected ``runtime.context``: which retrievers run and whether the rewriter does; the nodes
-read the rest (candidate count, rerank, fusion) from the same context themselves.
+The run's knobs (``graph/context.py``) are the runtime context LangGraph injects over the
+knobs in the run's ``configurable`` (``knobs_from``): which retrievers run and whether the
+rewriter does are read here; the nodes read the rest (candidate count, rerank, fusion)
+themselves, the same way (``graph/steps.py``).
 
-The entry also starts embedding the original query for the dense branches that will search it
-(``QueryPrefetch``), so the encode runs while the graph schedules the branches.
+The entry runs as the run starts, before any node (a conditional edge from START): it checks
+the run's knobs against what the pipeline can honour (``KnobScope.check``, a ``KnobError``
+naming the field), opens the run's hold on each store's live revision
+(``backends/revisions.py``; LangGraph runs it in a worker thread under ``ainvoke``/``astream``,
+so opening a new revision never blocks the event loop), and starts embedding the original query
+for the dense branches that will search it (``QueryPrefetch``), so the encode runs while the
+graph schedules the branches.
 """
 
 from __future__ import annotations
@@ -15,11 +21,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from parallel_rag.backends.base import query_embedding
 from parallel_rag.backends.embeddings import loaded_embeddings
-from parallel_rag.graph.context import RAGContext
+from parallel_rag.backends.revisions import (
+    close_run,
+    hold_stores_for_run,
+    open_run,
+    within_run,
+)
+from parallel_rag.graph.context import KnobScope, RAGContext, knobs_from
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.records import QueryView
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveTask
@@ -122,6 +135,11 @@ class QueryPrefetch:
         return started
 
 
+def run_knobs(runtime: Runtime[Any], config: RunnableConfig | None) -> RAGContext:
+    """The run's knobs: its runtime context over the knobs in its ``configurable``."""
+    return knobs_from(runtime.context, (config or {}).get("configurable"))
+
+
 def make_entry_router(
     branches: Sequence[RetrievalBranch],
     tenant_field: str,
@@ -129,22 +147,35 @@ def make_entry_router(
     prefetch: QueryPrefetch | None = None,
     *,
     contextualize: bool = False,
+    scope: KnobScope | None = None,
 ):
-    """The conditional entry: to ``contextualize`` when the conversation has earlier messages
-    (``contextualize=True``, the graph's entry); else it starts the query ``prefetch``, then
-    goes to ``rewrite`` when a rewriter is configured (and the run does not switch it off), or
+    """The conditional entry (``contextualize=True``, the graph's entry): checks the run's
+    knobs against ``scope`` and holds the stores' revisions for the run; to ``contextualize``
+    when the conversation has earlier messages; else it starts the query ``prefetch``, then goes
+    to ``rewrite`` when a rewriter is configured (and the run does not switch it off), or
     straight to the fan-out with the question. After ``contextualize`` the same router runs with
     ``contextualize=False``."""
+    retrievers = [b.retriever for b in branches]
 
-    def route_request(state: dict[str, Any], runtime: Runtime[RAGContext]) -> str | list[Send]:
+    def route_request(
+        state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RAGContext]
+    ) -> str | list[Send]:
+        knobs = run_knobs(runtime, config)
+        if contextualize and scope is not None:
+            scope.check(knobs)  # before any node runs
         if contextualize and len(state.get("messages") or ()) > 1:
-            return "contextualize"
-        knobs = runtime.context
-        if prefetch is not None:
+            route: str | list[Send] = "contextualize"
+        elif has_rewriter and knobs.rewriter != "none":
+            route = "rewrite"
+        else:
+            route = fan_out(state, original_view(state), branches, tenant_field, knobs)
+        if route != "contextualize" and prefetch is not None:
             prefetch.start(state["query"], knobs)
-        if has_rewriter and (knobs is None or knobs.rewriter != "none"):
-            return "rewrite"
-        return fan_out(state, original_view(state), branches, tenant_field, knobs)
+        if contextualize:  # the run starts: every later search reads what is live now
+            open_run(runtime.control)
+            with within_run(runtime.control):
+                hold_stores_for_run(retrievers)
+        return route
 
     return route_request
 
@@ -152,8 +183,14 @@ def make_entry_router(
 def make_view_router(branches: Sequence[RetrievalBranch], tenant_field: str):
     """After ``rewrite``: fan the rewritten views out to the retrievers the run uses."""
 
-    def route_views(state: dict[str, Any], runtime: Runtime[RAGContext]) -> list[Send]:
+    def route_views(
+        state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RAGContext]
+    ) -> list[Send]:
         views = state.get("views") or original_view(state)
-        return fan_out(state, views, branches, tenant_field, runtime.context)
+        try:
+            return fan_out(state, views, branches, tenant_field, run_knobs(runtime, config))
+        except BaseException:  # the run fails here: its held revisions go
+            close_run(runtime.control)
+            raise
 
     return route_views

@@ -3,8 +3,8 @@ batch, stream, stream_events, playground and the schemas, plus ``/healthz``.
 
 A request may set only the per-run knobs of ``graph/context.py`` (as ``config.configurable``:
 LangServe speaks only RunnableConfig); anything else there is refused with 422, so no request
-can reach another endpoint, key or path. The graph maps the knobs left to its runtime context
-(``RAGGraph`` in ``graph/compiled.py``, the one place that does).
+can reach another endpoint, key or path. The graph reads the knobs left over its runtime
+context (``knobs_from`` in ``graph/context.py``, the one place that maps them).
 Bad input is a 422 naming the field; ``on_failure: block`` is a 503 with an OpenAI-style error
 body. LangServe is in maintenance mode upstream; LangGraph server (``langgraph dev``) is the
 long-term surface, and both serve the same graph.

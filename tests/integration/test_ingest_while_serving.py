@@ -323,7 +323,8 @@ def test_a_run_reads_the_revisions_that_were_live_when_it_started(tmp_path, monk
     """A run with a query rewriter (``prf``: it reads the BM25 index before any branch
     starts) is held in its rewriting while two ingests publish: its branches, the dense one
     included, which had not searched yet, answer from the revisions live at the run's start
-    (``RAGGraph`` takes them then: ``backends/revisions.py``), and the next run from the new."""
+    (the graph's entry router takes them then: ``backends/revisions.py``), and the next run
+    from the new."""
     from parallel_rag.backends.bm25 import BM25Index
 
     graph = graph_over_first_files(tmp_path, rewriter={"kind": "prf"})

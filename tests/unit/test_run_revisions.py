@@ -1,11 +1,12 @@
 """One graph run reads one revision of each store (``backends/revisions.py``: ``run_scope``,
 ``held_for_run``): inside a run, every later search of a store gets what the run's first
 search got, in the run's threads too, even after a newer revision is published or a new BM25
-index saved; outside a run, and in the next run, the newest. ``RAGGraph.stream``/``astream``
-open the scope and take each store's revision at the run's start, a ``hybrid`` branch's legs
-too: here a real graph over BM25 indexes written by real ingests, held before its hybrid
-branch's first search (``tests/integration/test_ingest_while_serving.py`` drives the
-shipped defaults through the servers)."""
+index saved; outside a run, and in the next run, the newest. A graph's entry router opens the
+run (``open_run``, keyed by the run's ``RunControl``) and takes each store's revision at the
+run's start, a ``hybrid`` branch's legs too; its nodes read them (``within_run``) and ``fuse``
+lets them go: here a real graph over BM25 indexes written by real ingests, sync and async,
+held before its hybrid branch's first search (``tests/integration/test_ingest_while_serving.py``
+drives the shipped defaults through the servers)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,15 @@ from parallel_rag.backends.bm25 import BM25Index, BM25Retriever
 from parallel_rag.backends.hybrid import HybridRetriever
 from parallel_rag.backends.revisions import (
     LiveRevisions,
+    close_run,
     held_for_run,
     hold_stores_for_run,
     new_revision,
+    open_run,
     publish,
     run_scope,
+    runs_open,
+    within_run,
     write_lock,
 )
 from parallel_rag.graph import build_graph
@@ -113,6 +118,59 @@ def test_runs_side_by_side_each_keep_their_own(tmp_path):
         return await asyncio.gather(early(), late())
 
     assert asyncio.run(both()) == [["first", "first"], ["second"]]
+
+
+def test_a_run_opened_by_key_holds_for_each_call_inside_it_until_closed(tmp_path):
+    """What a graph's nodes do: the entry opens the run under its key, each node's call reads
+    inside ``within_run(key)`` (threads included), the last closes it; another key is another
+    run, and a key opened twice (a graph run inside a node of another) stays open until both
+    are closed."""
+    live, run, other = live_texts(tmp_path), object(), object()
+    open_before = runs_open()
+    open_run(run)
+    with within_run(run):
+        assert live.get(tmp_path) == "first"
+    publish_text(tmp_path, "second")
+    with within_run(run):
+        assert in_thread(lambda: live.get(tmp_path)) == "first"
+    open_run(other)
+    with within_run(other):
+        assert live.get(tmp_path) == "second"
+    close_run(other)
+    open_run(run)  # the inner run under the same key
+    close_run(run)
+    with within_run(run):
+        assert live.get(tmp_path) == "first"
+    close_run(run)
+    with within_run(run):  # closed: reads what is live
+        assert live.get(tmp_path) == "second"
+    assert runs_open() == open_before
+
+
+def test_a_run_scope_around_a_keyed_run_wins(tmp_path):
+    live, run = live_texts(tmp_path), object()
+    open_run(run)
+    try:
+        with run_scope():
+            assert live.get(tmp_path) == "first"
+            publish_text(tmp_path, "second")
+            with within_run(run):
+                assert live.get(tmp_path) == "first"
+    finally:
+        close_run(run)
+
+
+def test_a_run_never_closed_is_dropped_after_its_time(tmp_path, monkeypatch):
+    from parallel_rag.backends import revisions
+
+    live, failed = live_texts(tmp_path), object()
+    open_run(failed)  # a run that failed before its last node: never closed
+    with within_run(failed):
+        assert live.get(tmp_path) == "first"
+    monkeypatch.setattr(revisions, "RUN_HOLD_SECONDS", 0.0)
+    open_run(later := object())  # the next run to start drops it
+    close_run(later)
+    assert runs_open() == 0
 
 
 def test_held_for_run_outside_a_run_opens_each_time():
@@ -214,13 +272,16 @@ def gate_before(monkeypatch, leg: str) -> Gate:
     return gate
 
 
-def run_while_ingesting(graph, gate: Gate, publish_new) -> dict:
-    """``graph`` asked QUESTION in a thread; once it reaches ``gate``, ``publish_new()``, then
-    the run goes on: its result."""
+def run_while_ingesting(graph, gate: Gate, publish_new, mode: str = "invoke") -> dict:
+    """``graph`` asked QUESTION in a thread (``invoke``, or ``ainvoke`` on that thread's event
+    loop); once it reaches ``gate``, ``publish_new()``, then the run goes on: its result."""
     answers: list[dict] = []
-    run = threading.Thread(
-        target=lambda: answers.append(graph.invoke({"query": QUESTION, "top_k": 5}))
-    )
+    request = {"query": QUESTION, "top_k": 5}
+    if mode == "invoke":
+        target = lambda: answers.append(graph.invoke(request))  # noqa: E731
+    else:
+        target = lambda: answers.append(asyncio.run(graph.ainvoke(request)))  # noqa: E731
+    run = threading.Thread(target=target)
     run.start()
     try:
         assert gate.arrived.wait(WAIT), "the hybrid branch never searched"
@@ -241,9 +302,12 @@ def files_of(result: dict, branch: str) -> set[str]:
     }
 
 
-def assert_old_then_new(held: dict, graph) -> None:
-    """``held`` found the old file only, in both branches; the next run finds both files."""
+def assert_old_then_new(held: dict, graph, open_before: int) -> None:
+    """``held`` found the old file only, in both branches; the run holds nothing once it is
+    done (``open_before``: runs open before it, other tests' in this process); the next run
+    finds both files."""
     assert (files_of(held, "kb"), files_of(held, "direct")) == ({OLD_FILE}, {OLD_FILE})
+    assert runs_open() == open_before
     after = graph.invoke({"query": QUESTION, "top_k": 5})
     assert files_of(after, "kb") == files_of(after, "direct") == {OLD_FILE, NEW_FILE}
 
@@ -253,27 +317,29 @@ def kb_record(result: dict) -> tuple:
     return record["status"], record["served_by"], record["fallback_used"]
 
 
-def test_a_hybrid_primary_reads_the_index_live_when_the_run_started(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_hybrid_primary_reads_the_index_live_when_the_run_started(tmp_path, monkeypatch, mode):
     """Held before the hybrid's primary searched, while an ingest publishes a new save: it
     answers from the save live at the run's start, as the other branch does."""
     ingest(tmp_path, OLD_FILE)
     graph = build_graph(hybrid_config(bm25_at(INDEX, "lexical")), base_dir=tmp_path)
-    gate = gate_before(monkeypatch, "run_primary")
-    held = run_while_ingesting(graph, gate, lambda: ingest(tmp_path, NEW_FILE))
+    gate, open_before = gate_before(monkeypatch, "run_primary"), runs_open()
+    held = run_while_ingesting(graph, gate, lambda: ingest(tmp_path, NEW_FILE), mode)
     assert kb_record(held) == ("ok", "lexical", False)
-    assert_old_then_new(held, graph)
+    assert_old_then_new(held, graph, open_before)
 
 
-def test_a_hybrid_fallback_reads_the_index_live_when_the_run_started(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_hybrid_fallback_reads_the_index_live_when_the_run_started(tmp_path, monkeypatch, mode):
     """The primary's index was never written (it fails: the fallback runs after it, in a node
     of its own); the fallback is held before its first search while an ingest publishes."""
     ingest(tmp_path, OLD_FILE)
     config = hybrid_config(bm25_at("never-ingested", "unbuilt"), bm25_at(INDEX, "local"))
     graph = build_graph(config, base_dir=tmp_path)
-    gate = gate_before(monkeypatch, "run_fallback")
-    held = run_while_ingesting(graph, gate, lambda: ingest(tmp_path, NEW_FILE))
+    gate, open_before = gate_before(monkeypatch, "run_fallback"), runs_open()
+    held = run_while_ingesting(graph, gate, lambda: ingest(tmp_path, NEW_FILE), mode)
     assert kb_record(held) == ("ok", "local", True)
-    assert_old_then_new(held, graph)
+    assert_old_then_new(held, graph, open_before)
 
 
 class WarmedLeg(SearchKwargsRetriever):
@@ -305,3 +371,28 @@ def test_a_run_holds_the_hybrid_legs_that_read_revisions_and_calls_no_other():
             [HybridRetriever(primary=remote, fallback=store), HybridRetriever(primary=missing)]
         )
     assert (remote.warmed, store.warmed, missing.warmed) == ([], ["warm_up"], ["warm_up"])
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_run_that_fails_or_is_refused_holds_nothing_after_it(fakes, mode):
+    """A branch failing under ``on_failure: block`` ends the run before ``fuse``: the node that
+    raised lets the run's holds go; a run refused at its entry (a bad knob) never took any."""
+    from parallel_rag.graph.context import KnobError
+    from parallel_rag.nodes.failure_policy import BlockedError
+    from small_graphs import graph_of
+
+    retrievers = {"bad": fakes.FailingRetriever(), "good": fakes.ListRetriever()}
+    graph = graph_of(retrievers, {"on_failure": "block"})
+    open_before = runs_open()
+
+    def run(request, **extra):
+        if mode == "invoke":
+            return graph.invoke(request, **extra)
+        return asyncio.run(graph.ainvoke(request, **extra))
+
+    with pytest.raises(BlockedError):
+        run({"query": QUESTION})
+    assert runs_open() == open_before
+    with pytest.raises(KnobError):
+        run({"query": QUESTION}, context={"retrievers": ["nope"]})
+    assert runs_open() == open_before
