@@ -96,6 +96,7 @@ class RetrievalResult(TypedDict):
 
     resolution: ResolutionRecord
     documents: list[FusedDocument]
+    fusion: dict[str, Any]  # the settings that fused them and where they came from
     queries: list[dict[str, str]]
     branches: list[BranchRecord]
     warnings: list[str]
@@ -109,6 +110,7 @@ class RAGResult(TypedDict):
     answer: str
     resolution: ResolutionRecord
     documents: list[FusedDocument]
+    fusion: dict[str, Any]  # the settings that fused them and where they came from
     queries: list[dict[str, str]]
     citations: list[Citation]
     branches: list[BranchRecord]
@@ -138,6 +140,7 @@ class RAGState(TypedDict, total=False):
     views: list[QueryView]
     branch_results: Annotated[list[BranchResult], operator.add]
     documents: list[FusedDocument]
+    fusion: dict[str, Any]
     queries: list[dict[str, str]]
     citations: list[Citation]
     branches: list[BranchRecord]

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from operator import ge, itemgetter
 from typing import Any, Literal, get_args
 
@@ -270,31 +271,87 @@ def views_used(branches: Iterable[BranchResult]) -> list[dict[str, str]]:
     return list(seen.values())
 
 
+@dataclass(frozen=True)
+class FusionPlan:
+    """The fusion a run applies and where its settings came from (``source``): ``default``
+    (the shipped settings: the configuration sets no ``fusion:`` and no fit is in use),
+    ``configuration`` (its ``fusion:`` block), ``fitted`` (``studio/fusion_fit.py``'s choice
+    for this corpus, read from beside the stores) or ``run`` (the run's fusion knobs over the
+    configured settings). ``note`` says why a default is in use; ``fit`` is the fit's evidence
+    in brief. ``account`` is what the result reports as ``fusion``."""
+
+    method: str = DEFAULT_FUSION_METHOD
+    k: int = DEFAULT_RRF_K
+    weights: Mapping[str, float] = field(default_factory=dict)
+    source: str = "default"
+    note: str | None = None
+    fit: Mapping[str, Any] | None = None
+
+    def account(self, retrievers: Iterable[str] = ()) -> dict[str, Any]:
+        """The result's ``fusion``: the weight of each of ``retrievers`` (1 unless set) and
+        of any other retriever the plan names."""
+        out: dict[str, Any] = {"method": self.method}
+        if self.method == "rrf":
+            out["k"] = self.k
+        out["weights"] = {**dict.fromkeys(retrievers, 1.0), **self.weights}
+        out["source"] = self.source
+        if self.note:
+            out["note"] = self.note
+        if self.fit:
+            out["fit"] = dict(self.fit)
+        return out
+
+
 def make_fuse_node(
     *,
     k: int,
     weights: Mapping[str, float],
     method: str = DEFAULT_FUSION_METHOD,
+    source: str = "configuration",
+    plan: Callable[[], FusionPlan] | None = None,
 ):
     """The ``fuse`` node: ``method`` fusion over the branch results, cut to the request's
     ``top_k``. The run's knobs (``fusion_k``, ``fusion_weights``, ``fusion_method`` in the
-    injected ``runtime.context``) adjust all three for that run."""
+    injected ``runtime.context``) adjust the configured settings for that run. A run that
+    sets none fuses by ``plan()`` when given (the fitted settings, re-read when a fit is
+    written), else by the configured settings (``source`` says whose they are). The result's
+    ``fusion`` says which settings fused it and why."""
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; expected one of {FUSION_METHODS}")
+    configured = FusionPlan(method, k, dict(weights), source)
+
+    def run_plan(runtime: Runtime[Any] | None) -> FusionPlan:
+        run_k = knob(runtime, "fusion_k")
+        run_weights = knob(runtime, "fusion_weights")
+        run_method = knob(runtime, "fusion_method")
+        if run_k is None and run_weights is None and run_method is None:
+            return plan() if plan is not None else configured
+        return replace(
+            configured,
+            k=run_k or k,
+            weights={**weights, **(run_weights or {})},
+            method=run_method or method,
+            source="run",
+        )
 
     def fuse(state: dict[str, Any], runtime: Runtime[Any] | None = None) -> dict[str, Any]:
         started = time.perf_counter()
-        run_k = knob(runtime, "fusion_k") or k
-        run_weights = {**weights, **(knob(runtime, "fusion_weights") or {})}
-        run_method = knob(runtime, "fusion_method") or method
+        chosen = run_plan(runtime)
         results: list[BranchResult] = state.get("branch_results") or []
         documents = fuse_branches(
-            results, method=run_method, k=run_k, weights=run_weights, top_k=state["top_k"]
+            results,
+            method=chosen.method,
+            k=chosen.k,
+            weights=chosen.weights,
+            top_k=state["top_k"],
         )
         return {
             # what was retrieved on: a first turn (no contextualize) retrieves the question as is
             "resolution": state.get("resolution") or first_turn_record(state["query"]),
             "documents": documents,
+            "fusion": chosen.account(
+                dict.fromkeys(b["retriever"] for b in order_branches(results))
+            ),
             "branches": branch_records(results),
             "queries": views_used(results),
             "warnings": [b["warning"] for b in order_branches(results) if b.get("warning")],

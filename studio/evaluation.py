@@ -163,13 +163,17 @@ def evaluate(
     measures: Iterable[str] = ("nDCG@10", "R@100"),
     depth: int = 100,
     progress: bool = False,
+    fit: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Index a BEIR collection into ``workdir`` with the config's bm25 and qdrant retrievers,
     then score each retriever alone and the fused retrieval graph (no generation):
     ``{name: {measure: mean}}``.
 
     The indexes live under ``workdir`` (never the config's own), and are reused while the
-    corpus and the retriever settings are unchanged (``eval-index.json`` records both).
+    corpus and the retriever settings are unchanged (``eval-index.json`` records both). With
+    ``fit``, the fusion is fitted to the corpus as an ingest fits it (from the corpus alone,
+    never the queries or judgements; ``studio/fusion_fit.py``), so the fused row is what a user
+    who ingested this corpus gets; ``fusion_account`` says which settings fused it.
     """
     from parallel_rag.graph.builder import build_retrieval_graph
 
@@ -195,16 +199,30 @@ def evaluate(
         "embeddings": config.embeddings.model_dump(mode="json"),
     }
     marker = workdir / "eval-index.json"
+    indexed = False
     if not marker.is_file() or json.loads(marker.read_text(encoding="utf-8")) != fingerprint:
         marker.unlink(missing_ok=True)
         index_corpus(collection.corpus, config, workdir, progress=progress)
         marker.write_text(json.dumps(fingerprint, indent=2), encoding="utf-8")
+        indexed = True
+    if fit:  # as ingest does: the fusion fitted to this corpus, from the corpus alone
+        from parallel_rag.studio.fusion_fit import fit_after_ingest
+
+        fit_after_ingest(config, workdir, changed=indexed)
     scores: dict[str, dict[str, float]] = {}
     for name, retriever in single_retrievers(config, workdir).items():
         scores[name] = score_runs(run_retriever(retriever, queries, depth), qrels, measures)
     graph = build_retrieval_graph(config, base_dir=workdir)  # no generator is even built
     scores["fused"] = score_runs(run_graph(graph, queries, depth), qrels, measures)
     return scores
+
+
+def fusion_account(config: PipelineConfig, workdir: Path) -> dict[str, Any]:
+    """The fusion ``evaluate``'s fused row ran with (``graph.fitted_fusion.current_plan``)."""
+    from parallel_rag.graph.fitted_fusion import current_plan
+
+    plan = current_plan(config, workdir)
+    return plan.account([e.name for e in config.retrievers])
 
 
 def _parse_measure(measure: str) -> None:

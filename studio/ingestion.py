@@ -98,6 +98,7 @@ class IngestReport:
     embedded: int = 0  # chunks embedded (unchanged files are not)
     sentences: int = 0  # sentence vectors embedded and stored (ones already stored are not)
     skipped: list[str] = field(default_factory=list)  # bad files left out (--skip-bad-files)
+    fusion: str | None = None  # what the fusion fit at the end did (studio/fusion_fit.py)
 
 
 def add_chunk_hashes(chunks: Sequence[Chunk], embedding_model: str) -> None:
@@ -251,6 +252,7 @@ def ingest_paths(
     skip_bad_files: bool = False,
     max_file_mb: float = DEFAULT_MAX_FILE_MB,
     batch_chunks: int | None = None,
+    fit: bool = True,
 ) -> IngestReport:
     """Ingest files or directories into every index the config names (bm25, qdrant, milvus,
     vectorstore), or only into the managed vector store ``store``.
@@ -262,7 +264,8 @@ def ingest_paths(
     extra stops the run either way. Then the chunks are embedded and written a batch of whole
     files at a time (``batch_chunks``, default ``INGEST_BATCH_CHUNKS``): memory stays bounded by
     a batch, and an ingest killed after some batches, run again, finds those files unchanged in
-    every store and neither embeds nor writes them again."""
+    every store and neither embeds nor writes them again. Last, with ``fit``, the fusion is
+    fitted to the stores' corpus (``fit_after_ingest``; ``report.fusion`` says what it did)."""
     targets = ingest_targets(config, store)
     files = discover_files(paths)
     if not files:
@@ -304,6 +307,7 @@ def ingest_paths(
         )
     report.files = [str(p) for p in files if p not in bad]
     report.skipped = list(bad.values())
+    _fit(report, config, base_dir, store, fit)
     return report
 
 
@@ -318,13 +322,14 @@ def ingest_documents(
     extra_metadata: dict[str, Any] | None = None,
     store: str | None = None,
     zero_based_pages: bool = False,
+    fit: bool = True,
 ) -> IngestReport:
     """Ingest LangChain ``Document``s (any loader's output) into every configured store, or
     the managed vector store ``store``, as files are ingested: the Documents of one
     ``metadata["source"]`` are one document whose chunks replace what the stores held for it;
     a source that is a local file gets the file's own id, so ingesting the file or a loader's
     Documents of it replace each other. ``zero_based_pages``: the loader counts pages from 0
-    (LangChain's PDF loaders do); citations count from 1."""
+    (LangChain's PDF loaders do); citations count from 1. ``fit`` as for ``ingest_paths``."""
     targets = ingest_targets(config, store)
     chunks, sources = chunks_from_documents(
         documents,
@@ -343,7 +348,19 @@ def ingest_documents(
         batches, len(chunks), digests, config, base_dir, targets, store, progress
     )
     report.files = list(sources.values())
+    _fit(report, config, base_dir, store, fit)
     return report
+
+
+def _fit(
+    report: IngestReport, config: PipelineConfig, base_dir: Path, store: str | None, fit: bool
+) -> None:
+    # a managed store written alone (--store) is not what the pipeline's branches read
+    if fit and store is None:
+        from parallel_rag.studio.fusion_fit import fit_after_ingest
+
+        changed = len(report.unchanged) < len(report.indexes)
+        report.fusion = fit_after_ingest(config, base_dir, changed=changed)
 
 
 def write_batches(

@@ -28,6 +28,7 @@ OUTPUT_KEYS = {
     "answer",
     "resolution",
     "documents",
+    "fusion",
     "queries",
     "citations",
     "branches",

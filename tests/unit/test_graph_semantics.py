@@ -25,6 +25,7 @@ OUTPUT_KEYS = {
     "answer",
     "resolution",
     "documents",
+    "fusion",
     "queries",
     "citations",
     "branches",
