@@ -41,6 +41,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         store=args.store,
         skip_bad_files=args.skip_bad_files,
         max_file_mb=args.max_file_mb,
+        fit=not args.no_tune,
     )
     for line in report.skipped:
         print(f"skipped {line}", file=sys.stderr)
@@ -49,6 +50,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
         f"{', '.join(report.indexes)}{unchanged}"
     )
+    if report.fusion:
+        print(report.fusion)
     if resolved.router is not None:  # a shared cache is emptied on every replica
         from parallel_rag.studio.router.cache import invalidate_everywhere
 
@@ -191,14 +194,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
         depth=args.depth,
         progress=not args.quiet,
     )
+    from parallel_rag.studio.evaluation import fusion_account
+    from parallel_rag.studio.fusion_fit import account_line
+
+    fusion = fusion_account(pipeline, workdir)  # the settings the fused row ran with
     if args.json:
-        print(json.dumps(scores, indent=2))
+        print(json.dumps({**scores, "fusion": fusion}, indent=2))
         return 0
     measures = list(next(iter(scores.values())))
     print("| retriever | " + " | ".join(measures) + " |")
     print("|---|" + "---:|" * len(measures))
     for name, row in scores.items():
         print(f"| {name} | " + " | ".join(f"{row[m]:.4f}" for m in measures) + " |")
+    print(account_line(fusion))
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from parallel_rag.graph.fitted_fusion import configures_fusion
+    from parallel_rag.studio.fusion_fit import fit_fusion
+
+    resolved = _resolve(args)
+    pipeline = resolved.runnable()
+    report = fit_fusion(pipeline, resolved.base_dir, queries=args.queries, seed=args.seed)
+    if args.json:
+        print(json.dumps({**report.record, "path": str(report.path)}, indent=2))
+        return 0
+    print(f"{report.summary()}\nwritten to {report.path}")
+    if configures_fusion(pipeline):
+        print("the configuration's fusion: block overrides it: remove the block to use the fit")
     return 0
 
 
@@ -369,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="files larger than this are bad files (default 200)",
     )
     ingest.add_argument("--quiet", action="store_true", help="no progress bars")
+    ingest.add_argument(
+        "--no-tune", action="store_true", help="do not fit the fusion to the corpus afterwards"
+    )
     ingest.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     ingest.set_defaults(run=cmd_ingest)
 
@@ -472,6 +499,20 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     evaluate.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     evaluate.set_defaults(run=cmd_eval)
+
+    tune = commands.add_parser(
+        "tune",
+        help="fit the fusion to the ingested corpus, without labels (ingest does it too)",
+        description="Take pseudo-queries out of the stores' chunks, choose the fusion method and "
+        "weights that find them best (the shipped default unless one beats it clearly) and save "
+        "the choice and its evidence beside the stores; a fusion: block in the configuration "
+        "or a run's fusion knobs override it (docs/fusion.md).",
+    )
+    tune.add_argument("--queries", type=int, default=200, help="pseudo-queries (default 200)")
+    tune.add_argument("--seed", type=int, default=0, help="which chunks are sampled")
+    tune.add_argument("--json", action="store_true", help="print the whole fit record")
+    tune.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
+    tune.set_defaults(run=cmd_tune)
 
     mcp = commands.add_parser(
         "mcp",

@@ -438,3 +438,16 @@ def fit_after_ingest(config: PipelineConfig, base_dir: Path, *, changed: bool) -
     if not changed and record is not None and record.get("version") == FIT_VERSION:
         return describe(record) + " (stores unchanged: kept)"
     return fit_fusion(config, base_dir).summary()
+
+
+def account_line(account: Mapping[str, Any]) -> str:
+    """A result's ``fusion`` account as one line (``eval``, ``tune``)."""
+    k = f", k {account['k']}" if account.get("k") is not None else ""
+    weights = ", ".join(f"{n} {w:g}" for n, w in account["weights"].items())
+    line = f"fusion: {account['method']}{k} ({weights}), {account['source']}"
+    fit = account.get("fit") or {}
+    if fit:
+        line += f" at {fit.get('fitted_at')} from {fit.get('pseudo_queries')} pseudo-queries"
+    if account.get("note"):
+        line += f"; {account['note']}"
+    return line

@@ -7,10 +7,12 @@ request then reuses its answer)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from parallel_rag.backends.registry import entry_summary
 from parallel_rag.graph.configuration import PipelineConfig
+from parallel_rag.graph.fitted_fusion import current_plan
 from parallel_rag.studio.router.cache import embedding_name, scorer_name
 from parallel_rag.studio.router.configuration import Decision
 from parallel_rag.studio.router.conversation import resolution_of
@@ -89,6 +91,21 @@ def fusion_plan(pipeline: PipelineConfig) -> dict[str, Any]:
     return plan
 
 
+def fitted_fusion_plan(pipeline: PipelineConfig, base_dir: Path) -> dict[str, Any]:
+    """``fusion_plan`` as a request without fusion knobs gets it from the route's stores under
+    ``base_dir``: the fitted settings when the route's configuration sets no fusion and a fit
+    was made (``graph.fitted_fusion``), with ``source`` (default, configuration, fitted), the
+    fit's evidence in brief and why a default is in use."""
+    plan = fusion_plan(pipeline)
+    account = current_plan(pipeline, base_dir).account([e.name for e in pipeline.retrievers])
+    plan.update(account)
+    if account["source"] == "fitted":
+        plan.pop("dense_weight", None)  # the fit sets every weight by name
+        if account["method"] != "rrf":
+            plan.pop("k", None)
+    return plan
+
+
 def preview(runtime: RouterRuntime, body: dict[str, Any]) -> dict[str, Any]:
     """The preview of a ``/v1/route/preview`` body (a chat body; ``model`` defaults to auto)."""
     request = validated(PreviewRequest, body)
@@ -114,6 +131,8 @@ def describe(
     route = runtime.routes[choice.name]
     upstream = runtime.config.upstream_for(route.decision)
     plan = retrieval_plan(route.decision, route.pipeline)
+    if plan["retrieval"]:  # the settings fitted to the route's corpus, when they apply
+        plan["fusion"] = fitted_fusion_plan(route.pipeline, runtime.base_dir)
     if plan["retrieval"] and options is not None and options.top_k is not None:
         plan["documents_injected"] = options.top_k
     if plan["retrieval"] and route.cache is not None:

@@ -48,7 +48,9 @@ def test_eval_prints_each_retriever_and_the_fused_graph(beir, tmp_path, capsys):
     assert main(["eval", str(beir), "--workdir", str(workdir), "--quiet"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "| retriever | nDCG@10 | R@100 |"
-    rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:]}
+    # the settings the fused row ran with: five documents are too few to fit
+    assert lines[-1].startswith("fusion: minmax (lexical 1, dense 0.75), default; corpus too small")
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:-1]}
     assert list(rows) == ["lexical", "dense", "fused"]
     assert rows["fused"] == "| fused | 1.0000 | 1.0000 |"  # every judged doc first
 
@@ -57,6 +59,7 @@ def test_eval_prints_each_retriever_and_the_fused_graph(beir, tmp_path, capsys):
     argv = ["eval", str(beir), "--workdir", str(workdir), "--json", "--measure", "P@1"]
     assert main([*argv, "--queries", "2"]) == 0
     scores = json.loads(capsys.readouterr().out)
+    assert scores.pop("fusion")["source"] == "default"
     assert set(scores) == {"lexical", "dense", "fused"}
     assert all(set(row) == {"P@1"} and 0 <= row["P@1"] <= 1 for row in scores.values())
     assert scores["fused"]["P@1"] == 1.0

@@ -81,6 +81,8 @@ def test_route_previews_the_route_and_its_fusion(workspace):
         "method": "minmax",
         "dense_weight": 0.75,
         "weights": {"lexical": 1.0, "dense": 0.75},
+        "source": "default",  # the example corpus is too small to fit
+        "note": "corpus too small to fit: 80 chunks, fewer than 200",
     }
 
 

@@ -231,3 +231,21 @@ def test_a_configured_fusion_is_not_fitted_at_ingest(tmp_path):
     report = ingest_paths([tmp_path / "docs"], config, tmp_path, progress=False)
     assert "set by the configuration" in report.fusion
     assert not fit_path(config, tmp_path).exists()
+
+
+def test_a_route_preview_shows_the_fitted_settings(tmp_path):
+    from parallel_rag.studio.router.preview import fitted_fusion_plan
+
+    config = two_bm25(tmp_path)
+    assert fitted_fusion_plan(config, tmp_path)["note"] == NOT_FITTED
+    write_fit(fit_path(config, tmp_path), record())
+    plan = fitted_fusion_plan(config, tmp_path)
+    assert (plan["source"], plan["method"]) == ("fitted", "zscore")
+    assert plan["weights"] == {"a": 1.0, "b": 3.0} and "dense_weight" not in plan
+    assert plan["fit"]["pseudo_queries"] == 200
+    configured = fitted_fusion_plan(two_bm25(tmp_path, {"method": "rrf"}), tmp_path)
+    assert (configured["source"], configured["method"], configured["k"]) == (
+        "configuration",
+        "rrf",
+        60,
+    )

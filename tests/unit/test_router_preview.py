@@ -7,6 +7,7 @@ import json
 
 import pytest
 from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.graph.fitted_fusion import NOT_FITTED
 from parallel_rag.studio.router.configuration import parse_router
 from parallel_rag.studio.router.preview import fusion_plan, retrieval_plan
 from parallel_rag.studio.router.runtime import RouterRuntime
@@ -95,6 +96,8 @@ def test_preview_of_a_single_backend_route_reports_its_fusion(tmp_path):
         "method": "minmax",
         "dense_weight": 0.75,
         "weights": {"qdrant": 0.75},
+        "source": "default",  # nothing ingested: no fit (graph/fitted_fusion.py)
+        "note": NOT_FITTED,
     }
 
 

@@ -1,0 +1,91 @@
+"""The fusion fit end to end on a small real corpus (220 SciFact abstracts, embedded defaults):
+``ingest`` fits it and says so, ``ask --json`` reports the fitted settings in the result's
+``fusion``, ``tune`` fits again on demand, and ``eval`` prints the settings its fused row ran
+with. Skipped without the shared evaluation data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from parallel_rag.studio.cli import main
+from real_fixtures import SHARED_DATA
+
+pytestmark = pytest.mark.integration
+
+SCIFACT = SHARED_DATA / "scifact"
+DOCUMENTS = 220
+QUERIES = 20
+
+
+@pytest.fixture(scope="module")
+def scifact_slice(tmp_path_factory):
+    """The documents judged for the first test queries, filled up with others to ``DOCUMENTS``:
+    as a JSONL file to ingest and as a BEIR folder to evaluate."""
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        pytest.skip(f"evaluation data not found: {SCIFACT}")
+    rows = [r.split("\t") for r in (SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    qrels: dict[str, dict[str, str]] = {}
+    for qid, doc, score in rows:
+        if len(qrels) < QUERIES or qid in qrels:
+            qrels.setdefault(qid, {})[doc] = score
+    wanted = {doc for docs in qrels.values() for doc in docs}
+    corpus = {}
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            if record["_id"] in wanted or len(corpus) < DOCUMENTS - len(wanted):
+                corpus[record["_id"]] = record
+    folder = tmp_path_factory.mktemp("scifact-slice")
+    (folder / "qrels").mkdir()
+    lines = [json.dumps(r) for r in corpus.values()]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    docs = [{"id": r["_id"], "title": r["title"], "text": r["text"]} for r in corpus.values()]
+    ingest = folder / "ingest"
+    ingest.mkdir()
+    (ingest / "abstracts.jsonl").write_text("\n".join(map(json.dumps, docs)) + "\n")
+    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as handle:
+        queries = [json.loads(line) for line in handle]
+    kept = [q for q in queries if q["_id"] in qrels]
+    (folder / "queries.jsonl").write_text("\n".join(map(json.dumps, kept)) + "\n")
+    judged = "".join(f"{q}\t{d}\t{s}\n" for q, docs in qrels.items() for d, s in docs.items())
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + judged)
+    return folder, kept
+
+
+def test_ingest_fits_and_the_result_and_tune_show_it(scifact_slice, tmp_path, monkeypatch, capsys):
+    folder, queries = scifact_slice
+    monkeypatch.chdir(tmp_path)
+    assert main(["ingest", str(folder / "ingest"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "fusion fitted:" in out and "pseudo-queries" in out, out
+    record = json.loads((tmp_path / ".parallel-rag" / "fusion-fit.json").read_text())
+    assert record["status"] == "fitted" and record["evidence"]["pseudo_queries"] >= 50
+
+    assert main(["ask", queries[0]["text"], "--json"]) == 0
+    fusion = json.loads(capsys.readouterr().out)["fusion"]
+    assert fusion["source"] == "fitted"
+    assert fusion["method"] == record["settings"]["method"]
+    assert fusion["weights"] == record["settings"]["weights"]
+    assert fusion["fit"]["fitted_at"] == record["fitted_at"]
+
+    assert main(["tune", "--json", "--queries", "60", "--seed", "1"]) == 0
+    tuned = json.loads(capsys.readouterr().out)
+    assert tuned["evidence"]["pseudo_queries"] == 60 and tuned["status"] == "fitted"
+    assert json.loads((tmp_path / ".parallel-rag" / "fusion-fit.json").read_text()) == {
+        k: v for k, v in tuned.items() if k != "path"
+    }
+
+
+def test_eval_fits_the_collection_and_prints_the_settings_of_its_fused_row(
+    scifact_slice, tmp_path, capsys
+):
+    folder, _ = scifact_slice
+    argv = ["eval", str(folder), "--workdir", str(tmp_path / "work"), "--quiet"]
+    assert main([*argv, "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["fusion"]["source"] == "fitted"
+    assert scores["fusion"]["fit"]["pseudo_queries"] >= 50
+    assert 0 < scores["fused"]["nDCG@10"] <= 1
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("fusion: ")
