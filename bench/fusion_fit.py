@@ -387,7 +387,10 @@ FINDINGS = """
 - **Fit time**: 22-39 s wall, 18-44 s CPU per collection here (5,183 / 4,858 / 11,429 chunks,
   200 pseudo-queries, 43 candidates), with the bench's embedding cache serving vectors; the
   product reads the edited chunks' sentences from the stored sentence vectors and embeds only
-  their passages and the queries.
+  their passages and the queries. Measured that way (the sentence vectors stored as ingest
+  stores them, the model embedding the edited chunks and the pseudo-queries, no bench cache):
+  SciFact's 5,183 abstracts fit in 110 s wall, 58 s CPU on the 2 shared cores (load 4-6), under
+  the 2-minute bar. A query costs nothing more: the fit is read once, then one `stat` a run.
 """
 
 
