@@ -67,6 +67,7 @@ MIN_QUERIES = 50  # fewer pseudo-queries: the grid's means are noise
 DEPTH = 100  # candidates each branch gives a pseudo-query (the scores are normalised over them)
 MARGIN = 0.01  # nDCG@10 over the pseudo-queries a setting must gain to replace the default
 SEED = 0
+MAX_INGEST_FIT_CHUNKS = 50_000  # above: ingest leaves the fit to `tune` (memory, time)
 SPAN_WORDS = 18  # a one-sentence chunk this long gives a third of its words as the query
 PUNCTUATION = ".,;:()[]\"'"
 QUERY_WORDS = 6  # a query keeps this many of its content words (in order); None: all
@@ -428,11 +429,26 @@ def fit_fusion(
     return FitReport(record, path)
 
 
+def _indexed_chunks(config: PipelineConfig, base_dir: Path) -> int:
+    """Chunks in the first bm25 index, from its manifest (0 when there is none)."""
+    from parallel_rag.backends.bm25_updates import stored_manifest
+
+    entry = next((e for e in config.retrievers if e.backend == "bm25"), None)
+    manifest = stored_manifest(entry.backend_config.index_dir(base_dir)) if entry else None
+    return int((manifest or {}).get("num_chunks", 0))
+
+
 def fit_after_ingest(config: PipelineConfig, base_dir: Path, *, changed: bool) -> str:
     """The end of an ingest: fit the fusion again when the stores ``changed`` (or were never
     fitted); a configuration that sets its fusion is not fitted. One line for the report."""
     if configures_fusion(config):
         return "fusion: set by the configuration's fusion: block (not fitted)"
+    size = _indexed_chunks(config, base_dir)
+    if size > MAX_INGEST_FIT_CHUNKS:
+        return (
+            f"fusion: not fitted at ingest ({size} chunks, over {MAX_INGEST_FIT_CHUNKS}: the fit "
+            "rebuilds the lexical index in memory); parallel-rag tune fits it"
+        )
     path = fit_path(config, base_dir)
     record = read_fit(path)
     if not changed and record is not None and record.get("version") == FIT_VERSION:

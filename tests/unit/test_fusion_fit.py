@@ -249,3 +249,14 @@ def test_a_route_preview_shows_the_fitted_settings(tmp_path):
         "rrf",
         60,
     )
+
+
+def test_ingest_leaves_a_large_corpus_to_tune(tmp_path, monkeypatch):
+    from parallel_rag.studio import fusion_fit
+
+    monkeypatch.setattr(fusion_fit, "MAX_INGEST_FIT_CHUNKS", 20)
+    write_corpus(tmp_path / "docs", 30)
+    config = two_bm25(tmp_path)
+    report = ingest_paths([tmp_path / "docs"], config, tmp_path, progress=False)
+    assert report.fusion.startswith("fusion: not fitted at ingest (30 chunks, over 20")
+    assert not fit_path(config, tmp_path).exists()
