@@ -117,7 +117,7 @@ class SearchKwargsRetriever(BaseRetriever):
         """Open what this retriever's first search would otherwise open: an index read into
         memory, a collection's files, a client. A store of a million chunks takes tens of
         seconds to read, longer than a branch's timeout: servers call this (through
-        ``GraphProfile.warm_up``) before they accept traffic, so the first request does not
+        ``RAGGraphs.warm_up``) before they accept traffic, so the first request does not
         pay it. Raises what that first search would (no index yet); nothing to open: no-op."""
 
     async def _aget_relevant_documents(

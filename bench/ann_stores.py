@@ -540,7 +540,7 @@ def run_sentences(
             embedding_model=SYNTHETIC_MODEL,
         )
     write_s, write_cpu = time.perf_counter() - wall, time.process_time() - cpu
-    # what a server's start does before traffic (``GraphProfile.warm_up``): read the store in
+    # what a server's start does before traffic (``RAGGraphs.warm_up``): read the store in
     opened, opened_cpu = time.perf_counter(), time.process_time()
     qdrant_edge.QdrantEdgeRetriever(settings=settings, embedding_model=SYNTHETIC_MODEL).warm_up()
     open_s, open_cpu = time.perf_counter() - opened, time.process_time() - opened_cpu

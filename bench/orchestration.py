@@ -47,7 +47,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from parallel_rag.backends.embeddings import WrappedEmbeddings, load_embeddings
-from parallel_rag.graph.builder import build_graph, graph_profile, retrieval_graph_of
+from parallel_rag.graph.builder import build_graphs
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
@@ -151,22 +151,21 @@ def floor_graph_async(retrievers: dict[str, BaseRetriever], k: int | None):
     return compile_floor(fan_out, retrieve, fuse)
 
 
-def without_prefetch(graph):
-    """The graph with its query prefetch switched off (the product before it had one)."""
-    profile = graph_profile(graph)
-    if profile is not None and profile.prefetch is not None:
-        profile.prefetch.models.clear()
-    return graph
+def without_prefetch(graphs):
+    """The graphs with their query prefetch switched off (the product before it had one)."""
+    if graphs.prefetch is not None:
+        graphs.prefetch.models.clear()
+    return graphs
 
 
-def nested_answer_graph(graph):
+def nested_answer_graph(graphs):
     """The other way to make the answer graph (not the product's): the retrieval graph as one
-    subgraph node, then ``graph``'s own ``generate`` node. The product composes instead (the
+    subgraph node, then the answer graph's own ``generate`` node. The product composes instead (the
     retrieval nodes and ``generate`` in one graph); the answer-graph rows compare the two."""
     builder = StateGraph(
         RAGState, context_schema=RAGContext, input_schema=RAGRequest, output_schema=RAGResult
     )
-    retrieval = retrieval_graph_of(graph)
+    retrieval, graph = graphs.retrieval, graphs.graph
     request_keys = tuple(RAGRequest.model_fields)
 
     def run_retrieval(state: dict, config: RunnableConfig) -> dict:
@@ -199,14 +198,14 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
 
     floor = floor_graph(retrievers, k)
     floor_async = floor_graph_async(retrievers, k)
-    graph = build_graph(
+    graphs = build_graphs(
         {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": RRF_FUSION},
         retrievers=retrievers,
     )
-    product = ParallelFusionRetriever(graph=graph, top_k=TOP_K)
+    product = ParallelFusionRetriever(graph=graphs, top_k=TOP_K)
     before = ParallelFusionRetriever(
         graph=without_prefetch(
-            build_graph(
+            build_graphs(
                 {"retrievers": [], "generator": CHEAP_GENERATOR, "fusion": RRF_FUSION},
                 retrievers=retrievers,
             )
@@ -214,8 +213,8 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         top_k=TOP_K,
     )
 
-    retrieval = retrieval_graph_of(graph)
-    nested = nested_answer_graph(graph)
+    retrieval = graphs.retrieval
+    nested = nested_answer_graph(graphs)
 
     async def router_path(query: str) -> list:
         # what the OpenAI-compatible router does: run the retrieval graph (it ends at ``fuse``)
@@ -226,7 +225,7 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         # sync runner (a thread per branch, each lookup one more hop into the lookup pool), no
         # query prefetch
         request = {"query": query, "top_k": TOP_K}
-        return retrieval_graph_of(before.graph).invoke(request)["documents"]
+        return before.graph.retrieval.invoke(request)["documents"]
 
     def answer(answer_graph):
         return lambda q: answer_graph.invoke({"query": q, "top_k": TOP_K})["documents"]
@@ -248,7 +247,7 @@ def methods(retrievers: dict[str, BaseRetriever], k: int | None) -> dict[str, Ca
         "product ParallelFusionRetriever.ainvoke, no prefetch (before)": (True, before.ainvoke),
         "product retrieval graph.ainvoke (router)": (True, router_path),
         "product retrieval graph.invoke (sync runner; invoke's old path)": (False, sync_path),
-        "answer graph.invoke, composed (build_graph)": (False, answer(graph)),
+        "answer graph.invoke, composed (build_graph)": (False, answer(graphs.graph)),
         "answer graph.invoke, retrieval as a subgraph node": (False, answer(nested)),
         "EnsembleRetriever.invoke": (False, lambda q: ensemble.invoke(q)[:TOP_K]),
         "EnsembleRetriever.ainvoke": (True, lambda q: _atop(ensemble, q)),

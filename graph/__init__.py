@@ -2,10 +2,10 @@
 per-run context, routing and the builder."""
 
 from parallel_rag.graph.builder import (
-    GraphProfile,
+    RAGGraphs,
     build_graph,
+    build_graphs,
     build_retrieval_graph,
-    graph_profile,
 )
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.graph.loading import load_config
@@ -13,12 +13,12 @@ from parallel_rag.graph.state import RAGRequest, RAGResult
 
 __all__ = [
     "ConfigError",
-    "GraphProfile",
     "PipelineConfig",
+    "RAGGraphs",
     "RAGRequest",
     "RAGResult",
     "build_graph",
+    "build_graphs",
     "build_retrieval_graph",
-    "graph_profile",
     "load_config",
 ]

@@ -1,11 +1,12 @@
-"""``build_retrieval_graph`` and ``build_graph``: the compiled LangGraph workflows for a
-configuration.
+"""``build_graphs``, ``build_graph`` and ``build_retrieval_graph``: the compiled LangGraph
+workflows for a configuration.
 
 The retrieval graph: RAGRequest -> [rewrite] -> retrieve x N (Send) -> [fallback] ->
 [rerank x N] -> fuse -> RetrievalResult (the fused documents, views, branch records, warnings,
 timings). The answer graph is the same pipeline with ``generate`` after ``fuse`` -> RAGResult.
-Both are composed from one set of components, built once (``build_graph`` compiles both and
-hands the retrieval graph to the documents-only surfaces through ``graph_profile``). Any
+Both are composed from one set of components, built once (``build_graphs`` compiles both and
+hands them over together, ``RAGGraphs``, for the surfaces: the documents-only ones run the
+retrieval graph). Each is ``StateGraph.compile()``'s own result. Any
 LangChain ``BaseRetriever`` can join as a branch (``retrievers={name: obj}``) and any chat model
 can fill the rewriter or generator slot, so the graphs compose with an existing app.
 
@@ -31,10 +32,11 @@ from langgraph.types import Checkpointer, Command
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.secrets import register_secrets, secrets_in
 from parallel_rag.graph.compiled import (
-    GraphProfile,
-    graph_profile,
+    RAGGraphs,
+    Served,
+    graph_of,
+    graphs_of,
     retrieval_graph_of,
-    with_profile,
 )
 from parallel_rag.graph.components import (
     make_generator,
@@ -48,7 +50,6 @@ from parallel_rag.graph.configuration import (
     RewriterConfig,
 )
 from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter
-from parallel_rag.graph.fitted_fusion import configures_fusion, fusion_plan
 from parallel_rag.graph.loading import load_config, parse_config
 from parallel_rag.graph.routing import QueryPrefetch, make_entry_router, make_view_router
 from parallel_rag.graph.state import (
@@ -70,10 +71,13 @@ from parallel_rag.nodes.rewrite.node import RewriteNode
 
 __all__ = [
     "ConfigSource",
-    "GraphProfile",
+    "RAGGraphs",
+    "Served",
     "build_graph",
+    "build_graphs",
     "build_retrieval_graph",
-    "graph_profile",
+    "graph_of",
+    "graphs_of",
     "retrieval_graph_of",
 ]
 
@@ -314,9 +318,6 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
         k=pipeline.fusion.k,
         weights=pipeline.fusion.weights_for(sorted(parts.scope.dense)),
         method=pipeline.fusion.method,
-        source="configuration" if configures_fusion(pipeline) else "default",
-        # no fusion: block: the settings fitted to the corpus (graph/fitted_fusion.py)
-        plan=fusion_plan(pipeline, parts.root, parts.scope.retrievers, parts.scope.dense),
     )
     # fuse is short CPU work: under ainvoke/astream it runs on the event loop, no thread hop;
     # no store is searched after it, so the run's held revisions go
@@ -327,27 +328,80 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
     return builder
 
 
-def _compile(
-    builder: StateGraph,
-    name: str,
+def _graphs(
     parts: _Parts,
+    graph: CompiledStateGraph,
+    retrieval: CompiledStateGraph,
     *,
     uses_model: bool,
-    retrieval: CompiledStateGraph | None = None,
-    checkpointer: Checkpointer = None,
-) -> CompiledStateGraph:
+) -> RAGGraphs:
     branches = parts.branches
     uses_model = uses_model or any(b.kind == "dense" for b in branches) or parts.loads_reranker
-    profile = GraphProfile(
+    return RAGGraphs(
+        graph=graph,
+        retrieval=retrieval,
         knob_scope=parts.scope,
         embeddings=parts.pipeline.embeddings if uses_model else None,
         prefetch=parts.prefetch,
         retrievers=tuple((b.name, b.retriever) for b in branches),
-        retrieval=retrieval,
     )
+
+
+def _compile(builder: StateGraph, name: str, checkpointer: Checkpointer = None):
     compiled = builder.compile(name=name, checkpointer=checkpointer)
     _validate_input_at_entry(compiled)
-    return with_profile(compiled, profile)
+    return compiled
+
+
+def build_graphs(
+    config: ConfigSource = None,
+    *,
+    answer: bool = True,
+    retrievers: Mapping[str, BaseRetriever] | None = None,
+    rewriter_model: BaseChatModel | None = None,
+    generator_model: BaseChatModel | None = None,
+    reranker_model: BaseChatModel | None = None,
+    scorer: PairScorer | None = None,
+    base_dir: str | os.PathLike | None = None,
+    conversation_model: BaseChatModel | None = None,
+    checkpointer: Checkpointer = None,
+    name: str | None = None,
+) -> RAGGraphs:
+    """Compile a configuration's graphs from one set of components: the answer graph (the
+    retrieval graph followed by ``generate``) as ``graph`` and the retrieval graph beside it as
+    ``retrieval``; with ``answer=False``, the retrieval graph alone (both fields), which is
+    the one given the ``checkpointer``. Arguments as for ``build_graph``; ``name`` defaults to
+    "parallel-rag" (the retrieval graph beside it: "parallel-rag-retrieval") and, with
+    ``answer=False``, to "parallel-rag-retrieval". What the surfaces serve: ``warm_up`` loads
+    what a first request would, ``knob_scope`` says which per-run knobs the graphs honour."""
+    parts = _parts(
+        config, retrievers, rewriter_model, reranker_model, scorer, base_dir, conversation_model
+    )
+    retrieval_builder = _retrieval_builder(parts, RetrievalResult)
+    retrieval_builder.add_edge("fuse", END)
+    if not answer:
+        name = name or "parallel-rag-retrieval"
+        retrieval = _compile(retrieval_builder, name, checkpointer)
+        return _graphs(parts, retrieval, retrieval, uses_model=False)
+    name = name or "parallel-rag"
+    retrieval = _compile(retrieval_builder, f"{name}-retrieval")
+
+    pipeline = parts.pipeline
+    builder = _retrieval_builder(parts, RAGResult)
+    generator = make_generator(
+        pipeline.generator, generator_model, pipeline.embeddings, base_dir=parts.root
+    )
+    generate = GenerateNode(
+        generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
+    )
+    builder.add_node("generate", generate.invoke)
+    builder.add_edge("fuse", "generate")
+    builder.add_edge("generate", END)
+    uses_model = (
+        pipeline.generator.kind == "extractive" and pipeline.generator.min_similarity is not None
+    )
+    graph = _compile(builder, name, checkpointer)
+    return _graphs(parts, graph, retrieval, uses_model=uses_model)
 
 
 def build_retrieval_graph(
@@ -364,13 +418,20 @@ def build_retrieval_graph(
 ) -> CompiledStateGraph:
     """Compile the retrieval graph alone ([contextualize] -> [rewrite] -> fan-out ->
     [fallback] -> [rerank] -> fuse): its output is ``RetrievalResult``, the fused documents
-    with their account, and it never generates. Arguments as for ``build_graph``."""
-    parts = _parts(
-        config, retrievers, rewriter_model, reranker_model, scorer, base_dir, conversation_model
-    )
-    builder = _retrieval_builder(parts, RetrievalResult)
-    builder.add_edge("fuse", END)
-    return _compile(builder, name, parts, uses_model=False, checkpointer=checkpointer)
+    with their account, and it never generates. Arguments as for ``build_graph``
+    (``build_graphs(..., answer=False)`` gives it with what the surfaces need)."""
+    return build_graphs(
+        config,
+        answer=False,
+        retrievers=retrievers,
+        rewriter_model=rewriter_model,
+        reranker_model=reranker_model,
+        scorer=scorer,
+        base_dir=base_dir,
+        conversation_model=conversation_model,
+        checkpointer=checkpointer,
+        name=name,
+    ).graph
 
 
 def build_graph(
@@ -386,15 +447,15 @@ def build_graph(
     checkpointer: Checkpointer = None,
     name: str = "parallel-rag",
 ) -> CompiledStateGraph:
-    """Compile the workflow: the retrieval graph followed by ``generate``. ``config`` is a
-    ``PipelineConfig``, a mapping, a YAML path, or None (``$PARALLEL_RAG_CONFIG``,
-    ./parallel-rag.yaml, else the embedded defaults).
+    """Compile the workflow: the retrieval graph followed by ``generate``, as
+    ``StateGraph.compile()`` returns it. ``config`` is a ``PipelineConfig``, a mapping, a YAML
+    path, or None (``$PARALLEL_RAG_CONFIG``, ./parallel-rag.yaml, else the embedded defaults).
 
     ``scorer`` is a ready pair scorer for the configured reranker, used instead of the one
     ``reranker.kind`` would load (its ``top_k``, ``max_candidates`` and ``on_failure`` still
-    apply). The compiled graph validates its input and its run's knobs; ``graph_profile(graph)``
-    says which per-run knobs it honours, what ``warm_up`` loads, and holds its retrieval graph
-    (``retrieval``), compiled from the same components, for documents-only callers.
+    apply). The compiled graph validates its input and its run's knobs. ``build_graphs`` gives
+    it together with its retrieval graph, compiled from the same components, for
+    documents-only callers, which per-run knobs it honours and what ``warm_up`` loads.
 
     The graph takes a ``query`` or a conversation (``messages``) and appends its answer to the
     conversation. ``conversation_model`` (or ``conversation.llm`` in the configuration) writes
@@ -402,30 +463,15 @@ def build_graph(
     the earlier turns. ``checkpointer`` is any LangGraph checkpointer: runs with a
     ``thread_id`` then continue that thread's conversation. The LangGraph server supplies its
     own, so the ``langgraph.json`` graph brings none."""
-    parts = _parts(
-        config, retrievers, rewriter_model, reranker_model, scorer, base_dir, conversation_model
-    )
-    retrieval = _retrieval_builder(parts, RetrievalResult)
-    retrieval.add_edge("fuse", END)
-    retrieval_graph = _compile(retrieval, f"{name}-retrieval", parts, uses_model=False)
-
-    pipeline = parts.pipeline
-    builder = _retrieval_builder(parts, RAGResult)
-    generator = make_generator(
-        pipeline.generator, generator_model, pipeline.embeddings, base_dir=parts.root
-    )
-    generate = GenerateNode(
-        generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
-    )
-    builder.add_node("generate", generate.invoke)
-    builder.add_edge("fuse", "generate")
-    builder.add_edge("generate", END)
-    return _compile(
-        builder,
-        name,
-        parts,
-        uses_model=pipeline.generator.kind == "extractive"
-        and pipeline.generator.min_similarity is not None,
-        retrieval=retrieval_graph,
+    return build_graphs(
+        config,
+        retrievers=retrievers,
+        rewriter_model=rewriter_model,
+        generator_model=generator_model,
+        reranker_model=reranker_model,
+        scorer=scorer,
+        base_dir=base_dir,
+        conversation_model=conversation_model,
         checkpointer=checkpointer,
-    )
+        name=name,
+    ).graph

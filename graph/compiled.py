@@ -1,17 +1,17 @@
-"""What the surfaces know of a graph ``build_graph`` compiled (``GraphProfile``,
-``graph_profile``): the graph itself is ``StateGraph.compile()``'s own result; its runs check
-their knobs and hold the stores' revisions in the graph (``graph/routing.py``,
-``graph/steps.py``).
+"""``RAGGraphs``: what ``build_graphs`` compiled for one configuration, handed to the surfaces
+explicitly: the graph (``StateGraph.compile()``'s own result), its retrieval graph (the same
+components up to ``fuse``) and what a server needs to know beyond LangGraph's API (the per-run
+knobs the graphs honour, what ``warm_up`` loads). A surface given a bare compiled graph runs it
+as it is: its runs still check their knobs and hold the stores' revisions in the graph
+(``graph/routing.py``, ``graph/steps.py``).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 from langchain_core.retrievers import BaseRetriever
-from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.backends.base import warm_up_each
 from parallel_rag.backends.embeddings import load_embeddings
@@ -24,17 +24,19 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class GraphProfile:
-    """What the surfaces need to know about a graph ``build_graph`` compiled, beyond LangGraph's
-    own API: the per-run knobs it can honour (servers refuse the others before a run starts),
-    the embedding model its first request would otherwise load, and its retrieval graph (the
-    same pipeline up to ``fuse``, for surfaces that want documents only)."""
+class RAGGraphs:
+    """The graphs of one configuration and what the surfaces need to know of them: ``graph``
+    (the answer graph, or the retrieval graph when only that was built), ``retrieval`` (the
+    pipeline up to ``fuse``, for surfaces that want documents only; ``graph`` itself when it is
+    the retrieval graph), the per-run knobs they can honour (servers refuse the others before a
+    run starts), the embedding model a first request would otherwise load, and the branches."""
 
+    graph: CompiledStateGraph
+    retrieval: CompiledStateGraph
     knob_scope: KnobScope
     embeddings: EmbeddingsConfig | None = None  # the model some component loads on first use
     prefetch: QueryPrefetch | None = None  # starts a request's query encode before the graph
     retrievers: tuple[tuple[str, BaseRetriever], ...] = ()  # (branch name, retriever)
-    retrieval: CompiledStateGraph | None = None  # the retrieval graph (itself, for that graph)
 
     def warm_up(self) -> dict[str, str]:
         """Load what the first request would otherwise load inside its branch timeouts: the
@@ -56,27 +58,21 @@ class GraphProfile:
         return failed
 
 
-# Keyed by the graph's StateGraph, which every copy of the compiled graph shares (``with_config``,
-# the per-run copies the LangGraph server makes); weak, so a dropped graph takes its profile along.
-_PROFILES: WeakKeyDictionary[StateGraph, GraphProfile] = WeakKeyDictionary()
+Served = RAGGraphs | CompiledStateGraph
+"""What a surface serves: graphs ``build_graphs`` compiled, or any compiled graph."""
 
 
-def graph_profile(graph: CompiledStateGraph) -> GraphProfile | None:
-    """The profile of a graph ``build_graph`` or ``build_retrieval_graph`` compiled (or of a
-    copy of it); None for any other compiled graph."""
-    return _PROFILES.get(graph.builder)
+def graphs_of(served: Served) -> RAGGraphs | None:
+    """``served`` when it is a ``RAGGraphs``; None for a bare compiled graph."""
+    return served if isinstance(served, RAGGraphs) else None
 
 
-def retrieval_graph_of(graph: CompiledStateGraph) -> CompiledStateGraph:
-    """The graph a documents-only surface runs: the retrieval graph of a graph we compiled
-    (itself when it is one); any other graph as it is (its ``documents`` are read)."""
-    profile = graph_profile(graph)
-    if profile is None or profile.retrieval is None:
-        return graph
-    return profile.retrieval.copy({"config": graph.config}) if graph.config else profile.retrieval
+def graph_of(served: Served) -> CompiledStateGraph:
+    """The graph to answer with: ``RAGGraphs.graph``, or the compiled graph itself."""
+    return served.graph if isinstance(served, RAGGraphs) else served
 
 
-def with_profile(compiled: CompiledStateGraph, profile: GraphProfile) -> CompiledStateGraph:
-    """``compiled`` (returned as it is), its profile kept for ``graph_profile``."""
-    _PROFILES[compiled.builder] = profile
-    return compiled
+def retrieval_graph_of(served: Served) -> CompiledStateGraph:
+    """The graph a documents-only surface runs: ``RAGGraphs.retrieval``; a bare compiled graph
+    as it is (its ``documents`` are read)."""
+    return served.retrieval if isinstance(served, RAGGraphs) else served

@@ -1,7 +1,7 @@
 """``ParallelFusionRetriever``: the retrieval graph as a LangChain ``BaseRetriever``.
 
-It runs the retrieval graph (rewrite -> fan-out -> rerank -> fuse; given an answer graph, the
-retrieval graph ``build_graph`` compiled beside it, so ``generate`` is never part of the run),
+It runs the retrieval graph (rewrite -> fan-out -> rerank -> fuse: given ``build_graphs``'
+result, its retrieval graph, so ``generate`` is never part of the run),
 returning the fused list as ``Document``s (``id``, content, the backend metadata plus
 ``fused_score``, ``fused_rank`` and ``sources``: one record per branch that found it). It takes
 the place of ``EnsembleRetriever`` in an existing LCEL chain: same reciprocal rank fusion, plus
@@ -38,11 +38,10 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
-from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.graph.builder import (
     ConfigSource,
-    build_graph,
-    graph_profile,
+    build_graphs,
+    graphs_of,
     retrieval_graph_of,
 )
 from parallel_rag.graph.context import RAGContext, knobs_from
@@ -129,7 +128,9 @@ class ParallelFusionRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    graph: CompiledStateGraph  # from build_graph or build_retrieval_graph
+    # ``Served``: ``build_graphs``' result (its retrieval graph runs), or any compiled graph (run
+    # as it is); typed Any so that pydantic keeps the object itself
+    graph: Any
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     filters: dict[str, Any] | None = None
     tenant: str | None = None
@@ -146,10 +147,14 @@ class ParallelFusionRetriever(BaseRetriever):
         **fields: Any,
     ) -> ParallelFusionRetriever:
         """From a pipeline configuration (YAML path, mapping, ``PipelineConfig`` or None)."""
-        graph = build_graph(
-            config, retrievers=retrievers, rewriter_model=rewriter_model, base_dir=base_dir
+        graphs = build_graphs(
+            config,
+            answer=False,
+            retrievers=retrievers,
+            rewriter_model=rewriter_model,
+            base_dir=base_dir,
         )
-        return cls(graph=graph, **fields)
+        return cls(graph=graphs, **fields)
 
     @classmethod
     def from_retrievers(
@@ -188,11 +193,12 @@ class ParallelFusionRetriever(BaseRetriever):
 
     def warm_up(self) -> dict[str, str]:
         """Load the embedding model and open every branch's index and store now, as the
-        servers do before traffic (``GraphProfile.warm_up``): a store of a million chunks
+        servers do before traffic (``RAGGraphs.warm_up``): a store of a million chunks
         takes longer to read than a branch's timeout. Returns the branches that could not be
-        opened, {name: error}; their searches report it as before."""
-        profile = graph_profile(self.graph)
-        return profile.warm_up() if profile is not None else {}
+        opened, {name: error}; their searches report it as before (a bare compiled graph:
+        nothing to load, {})."""
+        graphs = graphs_of(self.graph)
+        return graphs.warm_up() if graphs is not None else {}
 
     # BaseRetriever.invoke does not hand the RunnableConfig to _get_relevant_documents; pass the
     # caller's ``configurable`` (the knobs' fallback) through as a private keyword.
@@ -209,8 +215,8 @@ class ParallelFusionRetriever(BaseRetriever):
     def _prefetch(self, query: Any, configurable: Mapping[str, Any]) -> int:
         """Start the question's encode for the dense branches the run will use (none when the
         knobs are wrong: the run reports that itself)."""
-        profile = graph_profile(self.graph)
-        if profile is None or profile.prefetch is None or not profile.prefetch.models:
+        graphs = graphs_of(self.graph)
+        if graphs is None or graphs.prefetch is None or not graphs.prefetch.models:
             return 0
         knobs = None  # no knobs set: nothing to parse
         if self.context is not None or configurable:
@@ -218,7 +224,7 @@ class ParallelFusionRetriever(BaseRetriever):
                 knobs = knobs_from(self.context, configurable)
             except Exception:  # noqa: BLE001 - the graph's entry refuses them with their message
                 return 0
-        return profile.prefetch.start(query, knobs)
+        return graphs.prefetch.start(query, knobs)
 
     def _request(self, query: str, top_k: int | None, filters: Mapping | None) -> dict:
         request: dict[str, Any] = {"query": query, "top_k": top_k or self.top_k}

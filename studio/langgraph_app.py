@@ -1,6 +1,7 @@
 """The graphs ``langgraph.json`` serves (LangGraph Studio / ``langgraph dev``): ``graph``, the
 answer graph, and ``retrieval``, its retrieval graph (up to ``fuse``, no answer), compiled
-together by ``build_graph`` from the same components.
+together by ``build_graphs`` from the same components: each ``StateGraph.compile()``'s own
+result.
 
 The configuration is resolved as every ``parallel-rag`` command resolves it
 (``studio/config_resolution.py``): ``$PARALLEL_RAG_CONFIG`` or ./parallel-rag.yaml, else the
@@ -18,16 +19,15 @@ import threading
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from parallel_rag.graph.builder import build_graph, graph_profile, retrieval_graph_of  # noqa: E402
+from parallel_rag.graph.builder import build_graphs  # noqa: E402
 from parallel_rag.studio.config_resolution import resolve_config  # noqa: E402
 
 _resolved = resolve_config()
-graph = build_graph(_resolved.runnable(), base_dir=_resolved.base_dir)
-retrieval = retrieval_graph_of(graph)
+graphs = build_graphs(_resolved.runnable(), base_dir=_resolved.base_dir)
+graph = graphs.graph
+retrieval = graphs.retrieval
 
 # The server imports this module as it starts: the embedding model and the branches' stores
-# load on a thread of their own meanwhile (``GraphProfile.warm_up``), so neither startup nor
+# load on a thread of their own meanwhile (``RAGGraphs.warm_up``), so neither startup nor
 # the first run's branch timeouts wait for a large store to be read.
-_profile = graph_profile(graph)
-if _profile is not None:
-    threading.Thread(target=_profile.warm_up, name="parallel-rag-warm-up", daemon=True).start()
+threading.Thread(target=graphs.warm_up, name="parallel-rag-warm-up", daemon=True).start()

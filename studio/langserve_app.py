@@ -24,9 +24,14 @@ from fastapi.encoders import jsonable_encoder  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from langchain_core.runnables import RunnableBinding  # noqa: E402
-from langgraph.graph.state import CompiledStateGraph  # noqa: E402
 from parallel_rag.backends.secrets import redact  # noqa: E402
-from parallel_rag.graph.builder import ConfigSource, build_graph, graph_profile  # noqa: E402
+from parallel_rag.graph.builder import (  # noqa: E402
+    ConfigSource,
+    Served,
+    build_graphs,
+    graph_of,
+    graphs_of,
+)
 from parallel_rag.graph.context import (  # noqa: E402
     KNOBS,
     KnobError,
@@ -217,19 +222,22 @@ async def _invalid_batch_input(request: Request, error: ValidationError) -> JSON
 
 
 def create_app(
-    graph: CompiledStateGraph | None = None,
+    graph: Served | None = None,
     *,
     config: ConfigSource = None,
     path: str = DEFAULT_PATH,
     limits: AdmissionLimits | None = None,
 ) -> FastAPI:
-    """The FastAPI app serving ``graph`` (default: built from ``config``) at ``path``, with
-    bounded concurrency (``studio/admission.py``: beyond the bound, a queue, then 503)."""
+    """The FastAPI app serving ``graph`` (``build_graphs``' result, whose knob scope the
+    requests are checked against, or any compiled graph; default: built from ``config``) at
+    ``path``, with bounded concurrency (``studio/admission.py``: beyond the bound, a queue, then
+    503)."""
     from langserve import add_routes
 
-    graph = graph if graph is not None else build_graph(config)
-    profile = graph_profile(graph)  # None for a graph build_graph did not compile
-    scope = profile.knob_scope if profile is not None else None
+    given = graph if graph is not None else build_graphs(config)
+    graphs = graphs_of(given)  # None for a bare compiled graph
+    scope = graphs.knob_scope if graphs is not None else None
+    graph = graph_of(given)
     limits = limits or AdmissionLimits()
     served = ServedGraph(
         bound=graph,
@@ -282,9 +290,7 @@ def serve(
     where a ``PipelineConfig``'s relative paths start (a file's own folder)."""
     import uvicorn
 
-    graph = build_graph(config, base_dir=base_dir)
-    profile = graph_profile(graph)
-    if profile is not None:
-        profile.warm_up()  # the model and the stores load now, not in the first requests' timeouts
-    app = create_app(graph, path=path, limits=limits)
+    graphs = build_graphs(config, base_dir=base_dir)
+    graphs.warm_up()  # the model and the stores load now, not in the first requests' timeouts
+    app = create_app(graphs, path=path, limits=limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -9,7 +9,7 @@ same fields, limits and descriptions as on every other surface):
 - ``ask(query, top_k, filters, tenant)`` -> ``{"answer", "citations", "documents", "warnings"}``.
 
 ``ask`` runs the whole graph once, exactly as ``parallel-rag ask --json`` does; ``search``
-runs its retrieval graph (``build_graph`` compiles it beside the answer graph), so it never
+runs its retrieval graph (``build_graphs`` compiles it beside the answer graph), so it never
 generates. Both return the graph's fields unchanged. A request can set nothing but these
 fields (no endpoint, key, path or backend), and a bad one comes back as an MCP tool error
 naming the field, as does an ``on_failure: block`` failure. Served over stdio (the default) or
@@ -37,8 +37,9 @@ from mcp_types import CallToolResult, TextContent  # noqa: E402
 from parallel_rag.backends.secrets import redact  # noqa: E402
 from parallel_rag.graph.builder import (  # noqa: E402
     ConfigSource,
-    build_graph,
-    graph_profile,
+    Served,
+    build_graphs,
+    graph_of,
     retrieval_graph_of,
 )
 from parallel_rag.graph.errors import one_line, problems  # noqa: E402
@@ -162,11 +163,12 @@ async def validate_arguments(ctx: Any, call_next: Any) -> Any:
     return await call_next(ctx)
 
 
-def build_server(graph: CompiledStateGraph, *, name: str = "parallel-rag") -> MCPServer:
+def build_server(graph: Served, *, name: str = "parallel-rag") -> MCPServer:
     """An ``MCPServer`` with the ``search`` (its retrieval graph) and ``ask`` tools over
     ``graph``."""
     server = MCPServer(name, log_level="WARNING", middleware=[validate_arguments])
-    retrieval = retrieval_graph_of(graph)
+    retrieval = retrieval_graph_of(graph)  # a bare compiled graph: itself
+    graph = graph_of(graph)
 
     def search(**arguments: Any) -> dict[str, Any]:
         result = run_graph(retrieval, arguments)
@@ -197,11 +199,9 @@ def serve(
     """Build the graph (loading what the first request would), then serve it until stopped.
     ``base_dir``: where a ``PipelineConfig``'s relative paths start (a file's own folder)."""
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the stdio transport: keep it clean
-        graph = build_graph(config, base_dir=base_dir)
-        profile = graph_profile(graph)
-        if profile is not None:
-            profile.warm_up()  # the model and the stores load now, not in the first call's timeouts
-    server = build_server(graph)
+        graphs = build_graphs(config, base_dir=base_dir)
+        graphs.warm_up()  # the model and the stores load now, not in the first call's timeouts
+    server = build_server(graphs)
     if http:
         server.run("streamable-http", host=host, port=port)
     else:

@@ -38,7 +38,7 @@ def serve_workers(
 
 def app_from_environment():
     """One worker's app, from ``WORKER_SETTINGS``: what ``serve`` would run in one process."""
-    from parallel_rag.graph.builder import build_graph, graph_profile
+    from parallel_rag.graph.builder import build_graphs
     from parallel_rag.studio.admission import AdmissionLimits
     from parallel_rag.studio.config_resolution import resolve_config
     from parallel_rag.studio.langserve_app import create_app
@@ -52,8 +52,6 @@ def app_from_environment():
         app, runtime = create_router_app(resolved, limits=limits, langserve_path=settings["path"])
         runtime.warm_up()
         return app
-    graph = build_graph(resolved.runnable(), base_dir=resolved.base_dir)
-    profile = graph_profile(graph)
-    if profile is not None:
-        profile.warm_up()
-    return create_app(graph, path=settings["path"], limits=limits)
+    graphs = build_graphs(resolved.runnable(), base_dir=resolved.base_dir)
+    graphs.warm_up()
+    return create_app(graphs, path=settings["path"], limits=limits)

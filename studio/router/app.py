@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graphs
 from parallel_rag.studio.config_resolution import ResolvedConfig
 from parallel_rag.studio.router.configuration import AUTO_MODEL
 from parallel_rag.studio.router.conversation import conversation_model
@@ -63,23 +63,23 @@ def create_router_app(config: ResolvedConfig, *, limits=None, langserve_path: st
     from parallel_rag.studio.langserve_app import create_app
 
     assert config.router is not None, "create_router_app needs a router config"
-    graph = model = None
+    graphs = model = None
     if config.pipeline is not None:
         name = "parallel-rag" if config.route is None else f"route:{config.route}"
         # a route's conversation model is shared by the route and its graph (one memo)
         model = conversation_model(config.pipeline) if config.route is not None else None
-        graph = build_graph(
+        graphs = build_graphs(
             config.pipeline, base_dir=config.base_dir, name=name, conversation_model=model
         )
-    # --route's answer graph holds that route's retrieval graph: one set of components
-    shared = {config.route: graph} if config.route is not None else None
+    # --route's answer graph and that route's retrieval graph: one set of components
+    shared = {config.route: graphs} if config.route is not None else None
     models = {config.route: model} if config.route is not None else None
     runtime = RouterRuntime(
         config.router, config.base_dir, graphs=shared, conversation_models=models
     )
     limits = limits or AdmissionLimits()
-    if graph is not None:
-        app = create_app(graph, path=langserve_path, limits=limits)
+    if graphs is not None:
+        app = create_app(graphs, path=langserve_path, limits=limits)
     else:
         app = FastAPI(title="parallel-rag router")
         app.add_middleware(AdmissionControl, limits=limits)

@@ -36,7 +36,8 @@ class Route:
 
     decision: Decision
     pipeline: RoutePipelineConfig | None
-    graph: Any = None
+    graph: Any = None  # the retrieval graph it runs
+    graphs: Any = None  # RAGGraphs: the graphs compiled for it (warm_up), when we built them
     cache: ContextCache | RedisContextCache | None = None
     locations: list[Path] = field(default_factory=list)
     conversation_model: Any = None

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi.responses import Response
 from parallel_rag.backends.embeddings import load_embeddings
 from parallel_rag.backends.registry import store_locations
-from parallel_rag.graph.builder import build_retrieval_graph, graph_profile, retrieval_graph_of
+from parallel_rag.graph.builder import build_graphs, graphs_of, retrieval_graph_of
 from parallel_rag.studio.router import preview as previews
 from parallel_rag.studio.router.cache import context_cache
 from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig, load_router
@@ -33,9 +33,10 @@ from parallel_rag.studio.router.upstream import Upstreams, forward_chat
 
 class RouterRuntime:
     """The routes of one config with their compiled retrieval graphs, caches and upstream
-    clients. ``graphs`` hands in a route's graph already compiled (the answer graph LangServe
-    serves for ``--route``: the route runs its retrieval graph, built from the same
-    components), with the conversation model it was built with in ``conversation_models``;
+    clients. ``graphs`` hands in a route's graphs already compiled (``build_graphs``' result
+    whose answer graph LangServe serves for ``--route``: the route runs its retrieval graph,
+    built from the same components), with the conversation model it was built with in
+    ``conversation_models``;
     ``compile_graphs=False`` builds none (a preview opens no store, and resolves follow-ups
     without a model)."""
 
@@ -64,17 +65,20 @@ class RouterRuntime:
                     ttl = rag.cache_ttl_seconds or cache_settings.ttl_seconds
                     route.cache = context_cache(decision.name, cache_settings, ttl)
                 if graphs is not None and decision.name in graphs:
+                    route.graphs = graphs_of(graphs[decision.name])
                     route.graph = retrieval_graph_of(graphs[decision.name])
                     route.conversation_model = (conversation_models or {}).get(decision.name)
                 elif compile_graphs:
                     # one model object for the router and the graph: they share its memo
                     route.conversation_model = conversation_model(pipeline)
-                    route.graph = build_retrieval_graph(
+                    route.graphs = build_graphs(
                         pipeline,
+                        answer=False,
                         base_dir=base_dir,
                         name=f"route:{decision.name}",
                         conversation_model=route.conversation_model,
                     )
+                    route.graph = route.graphs.retrieval
             self.routes[decision.name] = route
         self.matcher = RouteMatcher(config)
         self.upstreams = Upstreams()
@@ -86,13 +90,12 @@ class RouterRuntime:
 
     def warm_up(self) -> None:
         """Load the matcher's model, and what each route's first request would load (its
-        embedding model, its branches' indexes and stores: ``GraphProfile.warm_up``), before
+        embedding model, its branches' indexes and stores: ``RAGGraphs.warm_up``), before
         traffic."""
         self.matcher.prepare()
         for route in self.routes.values():
-            profile = graph_profile(route.graph) if route.graph is not None else None
-            if profile is not None:
-                profile.warm_up()
+            if route.graphs is not None:
+                route.graphs.warm_up()
             elif route.pipeline is not None:
                 embeddings = route.pipeline.embeddings
                 load_embeddings(embeddings.model, embeddings.device)

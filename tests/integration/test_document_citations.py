@@ -80,23 +80,24 @@ def test_cli_bad_file_is_one_line_and_skip_bad_files_lists_it(tmp_path):
 
 @pytest.fixture(scope="module")
 def document_graph(tmp_path_factory):
-    from parallel_rag.graph.builder import build_graph
+    from parallel_rag.graph.builder import build_graphs
     from parallel_rag.graph.loading import load_config
     from parallel_rag.studio.ingestion import ingest_paths
 
     base_dir = tmp_path_factory.mktemp("documents")
     config, _ = load_config(None)
     ingest_paths([mixed_folder(base_dir)], config, base_dir, progress=False)
-    return build_graph(config, base_dir=base_dir)
+    return build_graphs(config, base_dir=base_dir)
 
 
 def test_rag_result_citations_carry_page_slide_and_section(document_graph):
-    result = document_graph.invoke({"query": QUESTION, "top_k": 4})
+    graph = document_graph.graph
+    result = graph.invoke({"query": QUESTION, "top_k": 4})
     first = result["citations"][0]
     assert first["source"].endswith("manual.pdf") and first["page"] == 3
-    slides = document_graph.invoke({"query": "How many engineers will be hired?", "top_k": 4})
+    slides = graph.invoke({"query": "How many engineers will be hired?", "top_k": 4})
     assert {"slide": 2} | slides["citations"][0] == slides["citations"][0]
-    garden = document_graph.invoke({"query": "How often should tomatoes be watered?"})
+    garden = graph.invoke({"query": "How often should tomatoes be watered?"})
     assert garden["citations"][0]["section"] == "Growing tomatoes"
     for doc in garden["documents"]:
         assert not [w for w in CHROME_WORDS if w in doc["content"]]

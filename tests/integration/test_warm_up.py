@@ -1,4 +1,4 @@
-"""``GraphProfile.warm_up`` opens every branch's index and store before the first request.
+"""``RAGGraphs.warm_up`` opens every branch's index and store before the first request.
 
 A store of a million chunks takes longer to read than a branch's default timeout, so a server
 whose first request opened it would time that branch out. These tests run the real stores of
@@ -12,7 +12,7 @@ import logging
 import pytest
 from parallel_rag.backends import bm25, qdrant_edge_search
 from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.studio.cli import main
 
 pytestmark = pytest.mark.integration
@@ -47,8 +47,9 @@ def fresh_stores():
 
 def test_after_warm_up_a_run_opens_no_index_or_store(example_index, fresh_stores, monkeypatch):
     config, base_dir, _ = example_index
-    graph = build_graph(config, base_dir=base_dir)
-    assert graph_profile(graph).warm_up() == {}
+    graphs = build_graphs(config, base_dir=base_dir)
+    graph = graphs.graph
+    assert graphs.warm_up() == {}
     opened = refuse_opening(monkeypatch)
 
     result = graph.invoke({"query": QUESTION, "top_k": 3})
@@ -84,9 +85,10 @@ def test_a_branch_that_cannot_be_opened_is_reported_and_the_others_open(
             {"name": "nowhere", "backend": "qdrant_edge", "backend_config": {"collection": "none"}},
         ]
     }
-    graph = build_graph(config, base_dir=base_dir)
-    with caplog.at_level(logging.WARNING, logger="parallel_rag.graph.builder"):
-        failed = graph_profile(graph).warm_up()
+    graphs = build_graphs(config, base_dir=base_dir)
+    graph = graphs.graph
+    with caplog.at_level(logging.WARNING, logger="parallel_rag.graph.compiled"):
+        failed = graphs.warm_up()
 
     assert list(failed) == ["nowhere"]
     assert failed["nowhere"].startswith("LookupError: Qdrant Edge collection 'none' does not")
@@ -114,8 +116,7 @@ class _Leg:
 
 def test_a_hybrid_warms_both_legs_and_raises_the_first_failure(example_index, fresh_stores):
     config, base_dir, _ = example_index
-    graph = build_graph(config, base_dir=base_dir)
-    lexical, dense = (r for _, r in graph_profile(graph).retrievers)
+    lexical, dense = (r for _, r in build_graphs(config, base_dir=base_dir).retrievers)
     hybrid = HybridRetriever(primary=dense, fallback=lexical)
     hybrid.warm_up()
     assert lexical.get_index() is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.cli import main
@@ -61,8 +61,13 @@ def workdir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def graph(workdir):
-    return build_graph(None, base_dir=workdir)
+def graphs(workdir):
+    return build_graphs(None, base_dir=workdir)
+
+
+@pytest.fixture(scope="module")
+def graph(graphs):
+    return graphs.graph
 
 
 @pytest.fixture
@@ -170,8 +175,8 @@ def test_cli_refuses_malformed_options_naming_them(capsys, in_workdir, argv, exp
 
 
 @pytest.fixture(scope="module")
-def app(graph):
-    return create_app(graph)
+def app(graphs):
+    return create_app(graphs)
 
 
 async def post(app, path: str, **kwargs) -> httpx.Response:

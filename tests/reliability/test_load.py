@@ -23,7 +23,7 @@ import httpx
 import pytest
 from app_servers import running_serve
 from backend_servers import TENANT_DOCS, LoopbackServer, Reply, custom_route
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graphs
 from parallel_rag.studio.admission import AdmissionLimits, Gate, GateFull
 from parallel_rag.studio.langserve_app import create_app
 from studio_servers import server_workspace
@@ -144,7 +144,7 @@ def slow_app(tenant_bm25_dir, search_url: str, limits: AdmissionLimits):
         ],
         "generator": {"kind": "extractive", "min_similarity": None},
     }
-    return create_app(build_graph(config, base_dir=tenant_bm25_dir), limits=limits)
+    return create_app(build_graphs(config, base_dir=tenant_bm25_dir), limits=limits)
 
 
 async def fire(app, requests: list[tuple[str, dict]]) -> list[httpx.Response]:

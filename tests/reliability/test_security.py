@@ -40,7 +40,7 @@ from langgraph_sdk import get_client
 from llama_cpp import Llama
 from parallel_rag.backends.milvus import MilvusSettings, open_store
 from parallel_rag.backends.milvus_expressions import milvus_expression
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.graph.loading import load_config
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.chat_models import smollm2_gguf_path
@@ -143,7 +143,7 @@ HOSTILE_CONFIGURABLE = [
 @pytest.fixture(scope="module")
 def inproc_app(example_index, evil):
     config, base_dir, _ = example_index
-    return create_app(build_graph(config, base_dir=base_dir))
+    return create_app(build_graphs(config, base_dir=base_dir))
 
 
 async def post(app, path: str, body: dict) -> httpx.Response:

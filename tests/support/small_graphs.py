@@ -3,7 +3,7 @@ context and the fusion retriever."""
 
 from __future__ import annotations
 
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graph, build_graphs
 
 
 def graph_of(retrievers, config=None, **kwargs):
@@ -23,3 +23,9 @@ def two_lists(fakes):
         ]
     )
     return {"a": a, "b": b}
+
+
+def compiled_graphs(retrievers, config=None, **kwargs):
+    """``graph_of``'s answer graph with its retrieval graph and what the surfaces need
+    (``build_graphs``' ``RAGGraphs``)."""
+    return build_graphs({"retrievers": [], **(config or {})}, retrievers=retrievers, **kwargs)

@@ -24,7 +24,7 @@ from parallel_rag.nodes import prompts
 from parallel_rag.studio.cli import format_progress, run_with_progress
 from parallel_rag.studio.langserve_app import make_config_guard
 from pydantic import ValidationError
-from small_graphs import graph_of, two_lists
+from small_graphs import compiled_graphs, graph_of, two_lists
 
 QUESTION = "What is the capital of France?"
 
@@ -330,16 +330,16 @@ def test_parallel_fusion_retriever_matches_ensemble_retriever_and_keeps_sources(
 
 
 async def test_parallel_fusion_retriever_never_generates_and_takes_knobs(fakes):
-    graph = graph_of(two_lists(fakes), generator_model=fakes.ExplodingChatModel())
-    retriever = ParallelFusionRetriever(graph=graph, top_k=2)
+    graphs = compiled_graphs(two_lists(fakes), generator_model=fakes.ExplodingChatModel())
+    retriever = ParallelFusionRetriever(graph=graphs, top_k=2)
     assert [d.id for d in retriever.invoke(QUESTION)] == ["paris", "berlin"]
     only_b = retriever.with_config(configurable={"retrievers": ["b"]})
     docs = await only_b.ainvoke(QUESTION)
     assert {s["retriever"] for d in docs for s in d.metadata["sources"]} == {"b"}
     # the answer graph has a generate node; the retriever runs its retrieval graph, which has none
-    assert graph.get_graph().nodes["generate"]
-    assert "generate" not in retrieval_graph_of(graph).get_graph().nodes
-    with_context = ParallelFusionRetriever(graph=graph, context=RAGContext(retrievers=["a"]))
+    assert graphs.graph.get_graph().nodes["generate"]
+    assert "generate" not in retrieval_graph_of(graphs).get_graph().nodes
+    with_context = ParallelFusionRetriever(graph=graphs, context=RAGContext(retrievers=["a"]))
     assert [d.id for d in with_context.invoke(QUESTION)] == ["paris", "lyon"]
 
 
@@ -349,7 +349,7 @@ def test_served_schemas_have_no_null_branches_for_the_playground_form(fakes):
     from fastapi.testclient import TestClient
     from parallel_rag.studio.langserve_app import create_app
 
-    client = TestClient(create_app(graph_of(two_lists(fakes))))
+    client = TestClient(create_app(compiled_graphs(two_lists(fakes))))
     for route in ("input_schema", "config_schema"):
         schema = client.get(f"/rag/{route}").json()
         assert '"type": "null"' not in json.dumps(schema), route

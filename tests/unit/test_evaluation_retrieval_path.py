@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from parallel_rag.graph.builder import build_graph
+from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.generate.node import GenerateNode
 from parallel_rag.studio import evaluation
@@ -94,9 +94,10 @@ def generations(monkeypatch):
 def test_fused_ranking_equals_the_whole_graphs_documents(beir, config, tmp_path, generations):
     collection = load_beir(beir)
     index_corpus(collection.corpus, config, tmp_path)
-    graph = build_graph(config, base_dir=tmp_path)
+    graphs = build_graphs(config, base_dir=tmp_path)
+    graph = graphs.graph
 
-    runs = run_graph(graph, collection.queries, 100)
+    runs = run_graph(graphs, collection.queries, 100)
     assert generations == []  # the retrieval path stops at fuse
 
     for qid, text in collection.queries.items():

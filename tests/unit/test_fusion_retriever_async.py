@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableLambda
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveNode, RetrieveTask
-from small_graphs import graph_of, two_lists
+from small_graphs import compiled_graphs, graph_of, two_lists
 
 QUESTION = "What is the capital of France?"
 CALLER = contextvars.ContextVar("caller", default=None)
@@ -131,7 +131,7 @@ def _named(recorder: Recorder, kind: str, name: str) -> list[tuple]:
 
 @pytest.mark.parametrize("how", ["invoke", "ainvoke"])
 async def test_callbacks_see_the_retriever_run_and_the_graph_under_it(fakes, how):
-    retriever = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
+    retriever = ParallelFusionRetriever(graph=compiled_graphs(two_lists(fakes)), top_k=2)
     recorder = Recorder()
     config = {"callbacks": [recorder]}
     if how == "invoke":
@@ -152,7 +152,7 @@ async def test_callbacks_see_the_retriever_run_and_the_graph_under_it(fakes, how
 
 @pytest.mark.parametrize("how", ["invoke", "ainvoke"])
 async def test_configurable_knobs_and_call_arguments_reach_the_run(fakes, how):
-    retriever = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=5)
+    retriever = ParallelFusionRetriever(graph=compiled_graphs(two_lists(fakes)), top_k=5)
     only_b = retriever.with_config(configurable={"retrievers": ["b"]})
     if how == "invoke":
         docs = only_b.invoke(QUESTION)
@@ -228,8 +228,12 @@ class NestedCall(BaseCallbackHandler):
 def test_invoke_on_the_event_loop_that_runs_the_graph_does_not_wait_on_itself(
     fakes, same_retriever
 ):
-    outer = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
-    inner = outer if same_retriever else ParallelFusionRetriever(graph=graph_of(two_lists(fakes)))
+    outer = ParallelFusionRetriever(graph=compiled_graphs(two_lists(fakes)), top_k=2)
+    inner = (
+        outer
+        if same_retriever
+        else ParallelFusionRetriever(graph=compiled_graphs(two_lists(fakes)))
+    )
     nested = NestedCall(inner)
     assert [d.id for d in outer.invoke(QUESTION, {"callbacks": [nested]})] == ["paris", "berlin"]
     assert nested.on_a_running_loop
@@ -238,7 +242,7 @@ def test_invoke_on_the_event_loop_that_runs_the_graph_does_not_wait_on_itself(
 
 
 def test_invoke_from_many_threads_at_once(fakes):
-    retriever = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
+    retriever = ParallelFusionRetriever(graph=compiled_graphs(two_lists(fakes)), top_k=2)
     results: list[list[str]] = []
 
     def call() -> None:
@@ -256,7 +260,7 @@ def test_invoke_from_many_threads_at_once(fakes):
 def test_invoke_from_a_sync_step_of_an_async_caller(fakes):
     # a sync LCEL step called on a running event loop's thread (blocking it) works, and gives
     # what the plain call gives
-    retriever = ParallelFusionRetriever(graph=graph_of(two_lists(fakes)), top_k=2)
+    retriever = ParallelFusionRetriever(graph=compiled_graphs(two_lists(fakes)), top_k=2)
     chain = RunnableLambda(lambda q: [d.id for d in retriever.invoke(q)])
 
     async def from_a_loop() -> Any:

@@ -8,7 +8,6 @@ import runpy
 from pathlib import Path
 
 import yaml
-from parallel_rag.graph.builder import graph_profile
 
 APP = Path(__file__).resolve().parents[2] / "studio" / "langgraph_app.py"
 
@@ -45,7 +44,7 @@ def test_a_router_file_serves_its_default_routes_pipeline(tmp_path, monkeypatch)
     path = tmp_path / "router.yaml"
     path.write_text(yaml.safe_dump(router), encoding="utf-8")
     module = served(monkeypatch, path)
-    assert graph_profile(module["graph"]).knob_scope.retrievers == ("words",)
+    assert module["graphs"].knob_scope.retrievers == ("words",)
     assert "generate" in module["graph"].nodes
     assert "generate" not in module["retrieval"].nodes
 
@@ -61,4 +60,4 @@ def test_a_pipeline_file_is_served_as_it_is(tmp_path, monkeypatch):
     path = tmp_path / "pipeline.yaml"
     path.write_text(yaml.safe_dump(pipeline), encoding="utf-8")
     module = served(monkeypatch, path)
-    assert graph_profile(module["graph"]).knob_scope.retrievers == ("first", "second")
+    assert module["graphs"].knob_scope.retrievers == ("first", "second")

@@ -24,8 +24,7 @@ from parallel_rag.backends.embeddings import (
 )
 from parallel_rag.backends.qdrant_edge import QdrantEdgeRetriever, QdrantEdgeSettings
 from parallel_rag.backends.qdrant_edge_writes import write_chunks as write_edge
-from parallel_rag.graph import build_graph
-from parallel_rag.graph.builder import graph_profile
+from parallel_rag.graph.builder import build_graphs
 from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.routing import QueryPrefetch
@@ -292,9 +291,9 @@ def edge_graph(shared_model, tmp_path, fakes):
         "generator": {"min_similarity": None},
     }
     words = fakes.ListRetriever(docs=[fakes.doc("chunk-1", "The bridge and the river", 1.0)])
-    graph = build_graph(config, base_dir=tmp_path, retrievers={"words": words})
-    graph_profile(graph).warm_up()  # what servers do before traffic: loads the shared model
-    return graph
+    graphs = build_graphs(config, base_dir=tmp_path, retrievers={"words": words})
+    graphs.warm_up()  # what servers do before traffic: loads the shared model
+    return graphs
 
 
 def test_the_fusion_retriever_prefetches_and_the_branch_joins_it(edge_graph, shared_model):
@@ -315,7 +314,7 @@ async def test_the_async_fusion_retriever_prefetches_too(edge_graph, shared_mode
 
 
 def test_a_plain_graph_run_prefetches_at_its_entry(edge_graph, shared_model):
-    result = edge_graph.invoke({"query": f"  {QUESTION} ", "top_k": 3})
+    result = edge_graph.graph.invoke({"query": f"  {QUESTION} ", "top_k": 3})
     assert {b["status"] for b in result["branches"]} == {"ok"}
     assert shared_model.prefetched == [(QUESTION, True)]
     assert shared_model.inner.count(QUESTION) == 1

@@ -6,7 +6,7 @@ graph compiled from the same components."""
 from __future__ import annotations
 
 import yaml
-from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.graph.builder import build_graphs
 from parallel_rag.studio.config_resolution import resolve_config
 from parallel_rag.studio.router.app import create_router_app
 from parallel_rag.studio.router.configuration import parse_router
@@ -53,9 +53,9 @@ def test_a_route_given_its_answer_graph_runs_the_retrieval_graph_of_the_same_com
     tmp_path,
 ):
     config = parse_router(ROUTER)
-    answer = build_graph(config.pipeline_for("docs"), base_dir=tmp_path)
+    answer = build_graphs(config.pipeline_for("docs"), base_dir=tmp_path)
     runtime = RouterRuntime(config, tmp_path, graphs={"docs": answer})
-    assert runtime.routes["docs"].graph is graph_profile(answer).retrieval
+    assert runtime.routes["docs"].graph is answer.retrieval
 
 
 def test_serve_route_builds_the_route_once_and_its_route_retrieves_only(tmp_path):
