@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from parallel_rag.graph.builder import build_graph, graph_profile
+from parallel_rag.graph.builder import build_graphs
 from parallel_rag.graph.fitted_fusion import NOT_FITTED
 from parallel_rag.studio.router.configuration import parse_router
 from parallel_rag.studio.router.preview import fusion_plan, retrieval_plan
@@ -83,7 +83,7 @@ def test_preview_reports_the_fusion_the_route_runs(tmp_path, fusion, expected):
     pipeline = route_with_fusion(fusion)
     assert fusion_plan(pipeline) == expected
     # the weights the compiled graph's fuse node is given (its dense retrievers, as built)
-    scope = graph_profile(build_graph(pipeline, base_dir=tmp_path)).knob_scope
+    scope = build_graphs(pipeline, base_dir=tmp_path).knob_scope
     fused = pipeline.fusion.weights_for(sorted(scope.dense))
     assert expected["weights"] == {n: fused.get(n, 1.0) for n in ("lexical", "dense")}
 
