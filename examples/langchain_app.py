@@ -1,7 +1,7 @@
 """parallel-rag inside a LangChain app, both ways:
 
-1. the compiled graph is a Runnable: ``prompt | graph``, ``.with_config`` (per-run knobs),
-   ``.batch``, ``.astream_events``;
+1. the compiled graph is a Runnable: ``chat_prompt | graph`` (the prompt's messages are the
+   conversation), ``.with_config`` (per-run knobs), ``.batch``, ``.astream_events``;
 2. ``ParallelFusionRetriever`` takes the place of ``EnsembleRetriever`` in a plain LCEL RAG chain
    (retriever -> prompt -> chat model), handing the chain fused documents with their sources.
 
@@ -26,9 +26,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
-from langchain_core.prompts import ChatPromptTemplate, PromptTemplate  # noqa: E402
+from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa: E402
-from parallel_rag.graph import build_graph, load_config  # noqa: E402
+from parallel_rag.graph import build_graphs, load_config  # noqa: E402
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -53,7 +53,7 @@ def format_docs(docs) -> str:
 
 def graph_as_runnable(graph) -> dict:
     """The compiled graph composed with LCEL: a prompt in front, knobs, batch, events."""
-    ask = PromptTemplate.from_template("{question}") | graph
+    ask = ChatPromptTemplate.from_messages([("human", "{question}")]) | graph
     answer = ask.invoke({"question": QUESTION})
     knobs = {"retrievers": ["lexical"], "fusion_method": "rrf", "fusion_k": 20}
     lexical_only = ask.with_config(configurable=knobs)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
 
         base_dir = Path(tempfile.mkdtemp(prefix="parallel-rag-example-"))
         ingest_paths([CORPUS], config, base_dir, progress=False)
-    graph = build_graph(config, base_dir=base_dir)
+    graphs = build_graphs(config, base_dir=base_dir)
 
     llm = None
     if args.base_url:
@@ -112,8 +112,9 @@ def main(argv: list[str] | None = None) -> dict:
 
         llm = ChatOpenAI(model=args.model, base_url=args.base_url, api_key="not-needed")
 
-    report = graph_as_runnable(graph)
-    report["chain_output"] = fusion_retriever_chain(graph, llm).invoke(QUESTION)
+    report = graph_as_runnable(graphs.graph)
+    # the retriever runs the retrieval graph compiled beside the answer graph
+    report["chain_output"] = fusion_retriever_chain(graphs, llm).invoke(QUESTION)
     for key, value in report.items():
         print(f"{key}: {value}")
     return report

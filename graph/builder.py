@@ -28,7 +28,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer, Command
+from langgraph.types import Checkpointer
 from parallel_rag.backends.base import retrieval_kind_of
 from parallel_rag.backends.secrets import register_secrets, secrets_in
 from parallel_rag.graph.compiled import (
@@ -57,7 +57,6 @@ from parallel_rag.graph.state import (
     RAGResult,
     RAGState,
     RetrievalResult,
-    coerce_request,
 )
 from parallel_rag.graph.steps import GraphStep
 from parallel_rag.nodes.chat_models import make_chat_model
@@ -82,31 +81,6 @@ __all__ = [
 ]
 
 ConfigSource = PipelineConfig | Mapping[str, Any] | str | os.PathLike | None
-
-
-def validate_graph_input(value: Any) -> Any:
-    """The graph's input, validated before any node runs: a request dict, a ``RAGRequest``, a
-    bare question or a prompt value becomes the request dict; anything else (an unknown key, an
-    empty query, a bad ``top_k``, a number) is a ``ValidationError`` naming the field. ``None``
-    and a ``Command`` (resuming a run) pass through untouched."""
-    if value is None or isinstance(value, Command):
-        return value
-    return coerce_request(value)
-
-
-def _validate_input_at_entry(graph: CompiledStateGraph) -> None:
-    # LangGraph applies no input schema to graph input: its START node passes the raw input on
-    # unchanged (``bound`` is the identity) and its writers copy the known keys into the state,
-    # silently dropping the rest. With validation as START's ``bound``, every run of the graph
-    # validates the same way, whoever calls it: invoke, stream, batch, LCEL, LangServe and the
-    # LangGraph server. A refused input fails the START task, so a checkpointed thread is not
-    # stuck with it: the thread's next run discards that task and starts from its own input.
-    # under ainvoke/astream it runs on the event loop (short CPU work)
-    entry = graph.nodes[START]
-    bound = GraphStep(
-        lambda value, config, runtime: validate_graph_input(value), name="validate_input"
-    )
-    graph.nodes[START] = entry.copy({"bound": bound})
 
 
 def _retrieve_node(retrieve: RetrieveNode) -> GraphStep:
@@ -236,7 +210,7 @@ def _parts(
     )
 
 
-def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
+def _retrieval_builder(parts: _Parts, output_schema: type, *, ends_at_fuse: bool) -> StateGraph:
     """A ``StateGraph`` holding the retrieval pipeline, up to and including ``fuse``."""
     pipeline, branches = parts.pipeline, parts.branches
     builder = StateGraph(
@@ -322,7 +296,10 @@ def _retrieval_builder(parts: _Parts, output_schema: type) -> StateGraph:
     # fuse is short CPU work: under ainvoke/astream it runs on the event loop, no thread hop;
     # no store is searched after it, so the run's held revisions go
     step = GraphStep(
-        lambda state, config, runtime: fuse(state, runtime), name="fuse", ends_run=True
+        lambda state, config, runtime: fuse(state, runtime),
+        name="fuse",
+        ends_run=True,
+        ends_request=ends_at_fuse,
     )
     builder.add_node("fuse", step, defer=True)
     return builder
@@ -348,9 +325,7 @@ def _graphs(
 
 
 def _compile(builder: StateGraph, name: str, checkpointer: Checkpointer = None):
-    compiled = builder.compile(name=name, checkpointer=checkpointer)
-    _validate_input_at_entry(compiled)
-    return compiled
+    return builder.compile(name=name, checkpointer=checkpointer)
 
 
 def build_graphs(
@@ -377,7 +352,7 @@ def build_graphs(
     parts = _parts(
         config, retrievers, rewriter_model, reranker_model, scorer, base_dir, conversation_model
     )
-    retrieval_builder = _retrieval_builder(parts, RetrievalResult)
+    retrieval_builder = _retrieval_builder(parts, RetrievalResult, ends_at_fuse=True)
     retrieval_builder.add_edge("fuse", END)
     if not answer:
         name = name or "parallel-rag-retrieval"
@@ -387,14 +362,21 @@ def build_graphs(
     retrieval = _compile(retrieval_builder, f"{name}-retrieval")
 
     pipeline = parts.pipeline
-    builder = _retrieval_builder(parts, RAGResult)
+    builder = _retrieval_builder(parts, RAGResult, ends_at_fuse=False)
     generator = make_generator(
         pipeline.generator, generator_model, pipeline.embeddings, base_dir=parts.root
     )
     generate = GenerateNode(
         generator, on_failure=pipeline.generator.on_failure or pipeline.on_failure
     )
-    builder.add_node("generate", generate.invoke)
+    # the answer graph's last node: on a thread it clears the request fields (graph/request.py)
+    step = GraphStep(
+        lambda state, config, runtime: generate.invoke(state, config),
+        name="generate",
+        offload=True,
+        ends_request=True,
+    )
+    builder.add_node("generate", step)
     builder.add_edge("fuse", "generate")
     builder.add_edge("generate", END)
     uses_model = (

@@ -9,7 +9,8 @@ themselves, the same way (``graph/steps.py``).
 
 The entry runs as the run starts, before any node (a conditional edge from START): it checks
 the run's knobs against what the pipeline can honour (``KnobScope.check``, a ``KnobError``
-naming the field), opens the run's hold on each store's live revision
+naming the field) and the run's request (``graph/request.py``: its first task writes the
+request's shape into the state), opens the run's hold on each store's live revision
 (``backends/revisions.py``; LangGraph runs it in a worker thread under ``ainvoke``/``astream``,
 so opening a new revision never blocks the event loop), and starts embedding the original query
 for the dense branches that will search it (``QueryPrefetch``), so the encode runs while the
@@ -33,6 +34,7 @@ from parallel_rag.backends.revisions import (
     within_run,
 )
 from parallel_rag.graph.context import KnobScope, RAGContext, knobs_from
+from parallel_rag.graph.request import REQUEST, accept_request
 from parallel_rag.graph.state import MAX_QUERY_CHARS
 from parallel_rag.nodes.records import QueryView
 from parallel_rag.nodes.retrieve import RetrievalBranch, RetrieveTask
@@ -150,28 +152,39 @@ def make_entry_router(
     scope: KnobScope | None = None,
 ):
     """The conditional entry (``contextualize=True``, the graph's entry): checks the run's
-    knobs against ``scope`` and holds the stores' revisions for the run; to ``contextualize``
-    when the conversation has earlier messages; else it starts the query ``prefetch``, then goes
-    to ``rewrite`` when a rewriter is configured (and the run does not switch it off), or
-    straight to the fan-out with the question. After ``contextualize`` the same router runs with
-    ``contextualize=False``."""
+    knobs against ``scope`` and its request (``graph/request.py``: the first task it starts
+    writes the request's shape into the state) and holds the stores' revisions for the run; to
+    ``contextualize`` when the conversation has earlier messages; else it starts the query
+    ``prefetch``, then goes to ``rewrite`` when a rewriter is configured (and the run does not
+    switch it off), or straight to the fan-out with the question. After ``contextualize`` the
+    same router runs with ``contextualize=False``."""
     retrievers = [b.retriever for b in branches]
 
     def route_request(
         state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RAGContext]
     ) -> str | list[Send]:
         knobs = run_knobs(runtime, config)
-        if contextualize and scope is not None:
-            scope.check(knobs)  # before any node runs
-        if contextualize and len(state.get("messages") or ()) > 1:
-            route: str | list[Send] = "contextualize"
+        update = None
+        if contextualize:  # the run starts: nothing has run yet
+            if scope is not None:
+                scope.check(knobs)
+            state, update = accept_request(state, config)  # its first task writes ``update``
+        if contextualize and len(state["messages"]) > 1:
+            route: str | list[Send] = [Send("contextualize", {**state, REQUEST: update})]
         elif has_rewriter and knobs.rewriter != "none":
-            route = "rewrite"
+            route = "rewrite" if update is None else [Send("rewrite", {**state, REQUEST: update})]
         else:
             route = fan_out(state, original_view(state), branches, tenant_field, knobs)
-        if route != "contextualize" and prefetch is not None:
+            if update is not None and route:
+                # the first branch writes the request; the question it adds to the
+                # conversation rides in its payload too, so no stream shows it as the
+                # branch's own message
+                first = route[0]
+                carried = {REQUEST: update, "messages": update.get("messages", [])}
+                route[0] = Send(first.node, {**first.arg, **carried})
+        if not (contextualize and len(state["messages"]) > 1) and prefetch is not None:
             prefetch.start(state["query"], knobs)
-        if contextualize:  # the run starts: every later search reads what is live now
+        if contextualize:  # every later search of the run reads what is live now
             open_run(runtime.control)
             with within_run(runtime.control):
                 hold_stores_for_run(retrievers)

@@ -40,7 +40,24 @@ MAX_TOP_K = 100
 FilterValue = StrictStr | StrictBool | StrictInt | StrictFloat
 
 
-Messages = Annotated[list[AnyMessage], add_messages]
+def add_conversation(left: Any, right: Any) -> Any:
+    """The ``messages`` channel's reducer: ``add_messages``, after a conversation written as the
+    caller wrote it (dicts, a string: graph input, which LangGraph hands the channel before any
+    node runs) is checked as ``RAGRequest`` checks it, a ``ValidationError`` naming the field
+    (``messages.3.role``), and so is an empty conversation (no node writes one); LangChain
+    messages (a node's answer, input of message objects) go straight on."""
+    if right is None:
+        return left
+    if (
+        not isinstance(right, list)
+        or not right
+        or not all(isinstance(m, BaseMessage) for m in right)
+    ):
+        right = RAGRequest.model_validate({"messages": right}).messages
+    return add_messages(left, right)
+
+
+Messages = Annotated[list[AnyMessage], add_conversation]
 
 
 class RAGRequest(BaseModel):

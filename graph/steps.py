@@ -16,18 +16,25 @@ it), and searches the stores' revisions the run took as it started (``within_run
 the run's ``RunControl``, which LangGraph gives each run and shares with its tasks); the node
 that ends the run's searches (fuse) lets them go (``close_run``), and so does a node that
 fails (the run fails with it).
+
+The first task of a run writes the run's request into the state along with its own update (the
+``REQUEST`` its ``Send`` payload carries, ``graph/request.py``), and the last node of a run on a
+thread clears the request fields, so the thread's next run sees only what it was given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langgraph.runtime import Runtime, get_runtime
+from langgraph.types import Command
 from parallel_rag.backends.revisions import close_run, within_run
 from parallel_rag.graph.context import UNSET, knobs_from
+from parallel_rag.graph.request import CLEARED, REQUEST, threaded
 
 NodeFunction = Callable[[Any, RunnableConfig, Runtime[Any]], Any]
 """A node's work: ``(input, config, runtime)`` -> its update (a dict or a ``Command``)."""
@@ -49,7 +56,8 @@ class GraphStep(Runnable[Any, Any]):
     ``afunc`` when the node has one, else ``func`` in a worker thread (``offload``, what LangGraph
     does with a sync function node) or on the event loop itself (short CPU work). ``ends_run``:
     no store is searched after this node, so the run's held revisions go; they go as well when
-    the node raises (or is cancelled), since the run ends with it."""
+    the node raises (or is cancelled), since the run ends with it. ``ends_request``: the last
+    node of the graph (on a thread, it clears the request fields)."""
 
     def __init__(
         self,
@@ -59,12 +67,27 @@ class GraphStep(Runnable[Any, Any]):
         name: str,
         offload: bool = False,
         ends_run: bool = False,
+        ends_request: bool = False,
     ):
         self.func = func
         self.afunc = afunc
         self.name = name
         self.offload = offload
         self.ends_run = ends_run
+        self.ends_request = ends_request
+
+    def _with_request(self, input: Any, config: RunnableConfig, update: Any) -> Any:  # noqa: A002
+        """``update`` with the request the run's first task carries (the node's own fields win),
+        and, from the last node of a run on a thread, the request fields cleared."""
+        written = input.get(REQUEST) if isinstance(input, dict) else None
+        if self.ends_request and threaded(config):
+            written = {**CLEARED, **(written or {})}
+        if not written:
+            return update
+        if isinstance(update, Command):
+            own = update.update if isinstance(update.update, dict) else {}
+            return replace(update, update={**written, **own})
+        return {**written, **(update or {})}
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # noqa: A002
         config = config or {}
@@ -77,7 +100,7 @@ class GraphStep(Runnable[Any, Any]):
             raise
         if self.ends_run:
             close_run(runtime.control)
-        return update
+        return self._with_request(input, config, update)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # noqa: A002
         config = config or {}
@@ -95,4 +118,4 @@ class GraphStep(Runnable[Any, Any]):
             raise
         if self.ends_run:
             close_run(runtime.control)
-        return update
+        return self._with_request(input, config, update)

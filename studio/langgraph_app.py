@@ -10,8 +10,9 @@ retrieving route's. It has no checkpointer of its own: the LangGraph server supp
 persistence. Studio shows its input (``RAGRequest``), output (``RAGResult``,
 ``RetrievalResult``) and context (``RAGContext``: the per-run knobs, drawn as the run's context
 form) schemas; the retrieve node reports each branch on the ``custom`` stream as it finishes.
-Input the request schema does not allow (an unknown key, an empty query) fails the run at its
-entry, as it does on every other surface.
+A bad value (an empty query, a bad ``top_k``) fails the run at its entry, before any node; a
+key the request schema does not name is dropped by the LangGraph server, as by any LangGraph
+graph (``graph/request.py``).
 """
 
 import os

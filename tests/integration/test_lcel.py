@@ -27,7 +27,11 @@ def _sources(result: dict) -> list[str]:
 
 
 def test_prompt_pipe_graph_with_config_and_batch(example_graph):
-    chain = PromptTemplate.from_template("{question}") | example_graph
+    """A chat prompt's value goes into the graph as its conversation (LangGraph reads its
+    ``messages``); a string prompt's value is not a mapping and LangGraph refuses it, so a
+    string prompt is piped through ``{"query": ...}`` first (the graph is StateGraph.compile()'s
+    own result: no replaced START node turns one into a request)."""
+    chain = ChatPromptTemplate.from_messages([("human", "{question}")]) | example_graph
     result = chain.invoke({"question": QUESTION})
     assert result["answer"] and result["citations"]
     assert any(s.endswith(GOLD) for s in _sources(result))
@@ -41,6 +45,10 @@ def test_prompt_pipe_graph_with_config_and_batch(example_graph):
     results = chain.batch([{"question": QUESTION}, {"question": "What is an inverted index?"}])
     assert len(results) == 2 and all(r["answer"] for r in results)
     assert any("inverted-index" in s for s in _sources(results[1]))
+
+    text = PromptTemplate.from_template("{question}")
+    as_query = text | (lambda value: {"query": value.to_string()}) | example_graph
+    assert any(s.endswith(GOLD) for s in _sources(as_query.invoke({"question": QUESTION})))
 
 
 async def test_astream_events_shows_every_node_and_the_result(example_graph):

@@ -5,7 +5,9 @@ and a one-line message (no traceback) from the CLI, a 422 with an OpenAI-style e
 ``param`` names the field on the server. Nothing is partially written.
 
 No case needs a model or an index: requests are refused before anything runs, so the graph is
-the embedded defaults over an empty directory.
+the embedded defaults over an empty directory. What LangGraph itself does with graph input
+before any hook of ours (a key the request does not name is dropped, input that is not a mapping
+is refused) is pinned here too.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from langgraph.errors import InvalidUpdateError
 from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.graph.loading import load_config
+from parallel_rag.graph.state import RAGRequest
 from parallel_rag.studio.cli import main
 from parallel_rag.studio.document_loading import DocumentLoadError
 from parallel_rag.studio.ingestion import ingest_paths
@@ -42,8 +46,6 @@ BAD_REQUESTS = [
     ({"query": "q", "top_k": 0}, "top_k"),
     ({"query": "q", "top_k": -3}, "top_k"),
     ({"query": "q", "top_k": 10**12}, "top_k"),
-    ({"query": "q", "bogus": 1}, "bogus"),
-    ({"query": "q", "callbacks": {"api_key": "x"}}, "callbacks"),
     ({"query": "q", "filters": "tenant=acme"}, "filters"),
     ({"query": "q", "filters": ["tenant", "acme"]}, "filters"),
     ({"query": "q", "filters": {"tenant": {"$ne": "acme"}}}, "filters.tenant"),
@@ -94,10 +96,23 @@ def test_library_refuses_bad_requests_naming_the_field(graph, request_, field):
     assert field.split(".")[0] in str(raised.value)
 
 
-@pytest.mark.parametrize("value", [42, ["q"], 3.5, b"bytes"])
+@pytest.mark.parametrize("value", [42, ["q"], 3.5, b"bytes", "a bare question"])
 def test_library_refuses_input_that_is_not_a_request(graph, value):
-    with pytest.raises(ValidationError, match="RAGRequest"):
+    """LangGraph refuses graph input that is not a mapping before any hook of ours runs (the
+    graph is StateGraph.compile()'s own result: no replaced START node turns a bare question
+    into a request); the error says what it got."""
+    with pytest.raises(InvalidUpdateError, match="Expected dict"):
         graph.invoke(value)
+
+
+@pytest.mark.parametrize("extra", [{"bogus": 1}, {"callbacks": {"api_key": "x"}}])
+def test_a_key_the_request_does_not_name_reaches_nothing(graph, extra):
+    """LangGraph drops it as it writes the input into the state (as in any LangGraph graph);
+    ``RAGRequest``, which the servers and the CLI check raw requests against, refuses it."""
+    result = graph.invoke({"query": "What is BM25?", **extra})
+    assert result["answer"] and not set(extra) & set(result)
+    with pytest.raises(ValidationError, match=next(iter(extra))):
+        RAGRequest.model_validate({"query": "q", **extra})
 
 
 async def test_library_async_and_batch_refuse_too(graph):

@@ -631,7 +631,7 @@ def test_poisoned_evidence_reaches_the_real_model_as_data_in_its_own_block(llm_s
                     "b": FixedDocuments(documents=poisoned_documents()),
                 },
             )
-            result = graph.invoke("Who built the Forth Bridge?")
+            result = graph.invoke({"query": "Who built the Forth Bridge?"})
             messages = proxy.requests[-1].json()["messages"]
             carrier = messages[-1] if mode == "tool_role" else messages[0]
             assert carrier["role"] == ("tool" if mode == "tool_role" else "system")

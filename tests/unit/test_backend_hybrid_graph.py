@@ -96,7 +96,7 @@ def test_no_fallback_node_without_a_hybrid_fallback(fakes, corpus):
 def test_sequential_primary_with_context_never_calls_the_fallback(fakes):
     fallback = fakes.FailingRetriever()
     result = _graph(fakes, _hybrid(fakes.ListRetriever(docs=_docs(fakes, "a")), fallback)).invoke(
-        QUESTION
+        {"query": QUESTION}
     )
     record = _kb(result)
     assert (record["status"], record["served_by"], record["fallback_used"]) == ("ok", "api", False)
@@ -109,7 +109,7 @@ def test_sequential_failed_primary_is_served_by_the_fallback(fakes):
         fakes.FailingRetriever(message="503 upstream"),
         fakes.ListRetriever(docs=_docs(fakes, "local-doc")),
     )
-    result = _graph(fakes, hybrid).invoke(QUESTION)
+    result = _graph(fakes, hybrid).invoke({"query": QUESTION})
     record = _kb(result)
     assert record["status"] == "ok" and record["served_by"] == "local"
     assert record["fallback_used"] is True
@@ -124,7 +124,7 @@ def test_sequential_failed_primary_is_served_by_the_fallback(fakes):
 
 def test_sequential_empty_primary_is_served_by_the_fallback(fakes):
     hybrid = _hybrid(fakes.ListRetriever(docs=[]), fakes.ListRetriever(docs=_docs(fakes, "f")))
-    record = _kb(_graph(fakes, hybrid).invoke(QUESTION))
+    record = _kb(_graph(fakes, hybrid).invoke({"query": QUESTION}))
     assert record["served_by"] == "local" and record["hits"] == 1
     assert record["fallback_reason"] == "primary returned no results"
 
@@ -133,7 +133,7 @@ def test_both_failing_is_a_failed_branch_that_names_both(fakes):
     hybrid = _hybrid(
         fakes.FailingRetriever(message="p down"), fakes.FailingRetriever(message="f down")
     )
-    result = _graph(fakes, hybrid).invoke(QUESTION)
+    result = _graph(fakes, hybrid).invoke({"query": QUESTION})
     record = _kb(result)
     assert record["status"] == "failed" and record["served_by"] == "local"
     assert "p down" in record["error"] and "fallback 'local' failed" in record["error"]
@@ -145,12 +145,12 @@ def test_both_failing_under_block_stops_the_request(fakes):
     hybrid = _hybrid(fakes.FailingRetriever(), fakes.FailingRetriever(message="f down"))
     graph = _graph(fakes, hybrid, {"on_failure": "block"})
     with pytest.raises(BlockedError, match="f down"):
-        graph.invoke(QUESTION)
+        graph.invoke({"query": QUESTION})
 
 
 def test_a_failed_primary_does_not_block_when_the_fallback_serves(fakes):
     hybrid = _hybrid(fakes.FailingRetriever(), fakes.ListRetriever(docs=_docs(fakes, "f")))
-    record = _kb(_graph(fakes, hybrid, {"on_failure": "block"}).invoke(QUESTION))
+    record = _kb(_graph(fakes, hybrid, {"on_failure": "block"}).invoke({"query": QUESTION}))
     assert record["status"] == "ok" and record["fallback_used"] is True
 
 
@@ -159,7 +159,7 @@ def test_primary_timeout_leads_to_the_fallback(fakes):
     hybrid = _hybrid(
         primary, fakes.ListRetriever(docs=_docs(fakes, "f")), primary_timeout_seconds=0.3
     )
-    record = _kb(_graph(fakes, hybrid).invoke(QUESTION))
+    record = _kb(_graph(fakes, hybrid).invoke({"query": QUESTION}))
     assert record["served_by"] == "local"
     assert record["fallback_reason"] == "primary failed: timed out after 0.3s"
 
@@ -174,7 +174,7 @@ def test_fallback_receives_the_filters_and_tenant(fakes):
 
 def test_fallback_results_are_reranked(fakes):
     hybrid = _hybrid(fakes.FailingRetriever(), fakes.ListRetriever(docs=_docs(fakes, "f", "g")))
-    result = _graph(fakes, hybrid, RERANK, FakeScorer(by_length=True)).invoke(QUESTION)
+    result = _graph(fakes, hybrid, RERANK, FakeScorer(by_length=True)).invoke({"query": QUESTION})
     assert _kb(result)["served_by"] == "local" and _kb(result)["rerank_ms"] is not None
     sources = [s for d in result["documents"] for s in d["sources"] if s["retriever"] == "kb"]
     assert sources and all("rerank_score" in s for s in sources)
@@ -182,7 +182,7 @@ def test_fallback_results_are_reranked(fakes):
 
 async def test_sequential_fallback_on_the_async_path(fakes):
     hybrid = _hybrid(fakes.FailingRetriever(), fakes.ListRetriever(docs=_docs(fakes, "f")))
-    record = _kb(await _graph(fakes, hybrid).ainvoke(QUESTION))
+    record = _kb(await _graph(fakes, hybrid).ainvoke({"query": QUESTION}))
     assert record["served_by"] == "local" and record["fallback_used"] is True
 
 
@@ -193,7 +193,7 @@ def test_parallel_starts_both_and_uses_a_slow_primary_with_context(fakes):
     primary = SleepRetriever(seconds=0.4, docs=_docs(fakes, "p"))
     fallback = SleepRetriever(seconds=0.0, docs=_docs(fakes, "f"))
     hybrid = _hybrid(primary, fallback, strategy="parallel")
-    result = _graph(fakes, hybrid).invoke(QUESTION)
+    result = _graph(fakes, hybrid).invoke({"query": QUESTION})
     record = _kb(result)
     assert (record["served_by"], record["fallback_used"]) == ("api", False)
     assert fallback.started, "parallel strategy must start the fallback too"
@@ -207,7 +207,7 @@ def test_parallel_saves_the_fallback_time_after_a_primary_timeout(fakes, strateg
     primary = SleepRetriever(seconds=5, docs=_docs(fakes, "late"))
     fallback = SleepRetriever(seconds=0.7, docs=_docs(fakes, "f"))
     hybrid = _hybrid(primary, fallback, strategy=strategy, primary_timeout_seconds=0.7)
-    record = _kb(_graph(fakes, hybrid).invoke(QUESTION))
+    record = _kb(_graph(fakes, hybrid).invoke({"query": QUESTION}))
     elapsed = record["latency_ms"] / 1000  # the branch's own time, primary and fallback
     assert record["served_by"] == "local"
     assert record["fallback_reason"] == "primary failed: timed out after 0.7s"
@@ -221,14 +221,14 @@ def test_parallel_failed_primary_and_empty_primary(fakes):
     failed = _hybrid(
         fakes.FailingRetriever(), fakes.ListRetriever(docs=_docs(fakes, "f")), strategy="parallel"
     )
-    record = _kb(_graph(fakes, failed).invoke(QUESTION))
+    record = _kb(_graph(fakes, failed).invoke({"query": QUESTION}))
     assert record["served_by"] == "local" and record["fallback_reason"].startswith("primary failed")
     empty = _hybrid(
         fakes.ListRetriever(docs=[]),
         fakes.ListRetriever(docs=_docs(fakes, "f")),
         strategy="parallel",
     )
-    record = _kb(_graph(fakes, empty).invoke(QUESTION))
+    record = _kb(_graph(fakes, empty).invoke({"query": QUESTION}))
     assert record["served_by"] == "local"
     assert record["fallback_reason"] == "primary returned no results"
 
@@ -237,7 +237,7 @@ async def test_parallel_on_the_async_path(fakes):
     primary = SleepRetriever(seconds=5, docs=_docs(fakes, "late"))
     fallback = SleepRetriever(seconds=0.2, docs=_docs(fakes, "f"))
     hybrid = _hybrid(primary, fallback, strategy="parallel", primary_timeout_seconds=0.5)
-    record = _kb(await _graph(fakes, hybrid).ainvoke(QUESTION))
+    record = _kb(await _graph(fakes, hybrid).ainvoke({"query": QUESTION}))
     assert record["served_by"] == "local"
     assert record["latency_ms"] < 1200
     assert abs(fallback.started[0] - primary.started[0]) < 0.3

@@ -344,7 +344,7 @@ def test_build_graph_from_a_yaml_file_counts_retriever_objects(tmp_path, fakes):
         "b": fakes.DenseListRetriever(),
     }
     graph = build_graph(path, retrievers=retrievers)
-    result = graph.invoke("some text")
+    result = graph.invoke({"query": "some text"})
     assert result["documents"][0]["fused_score"] == pytest.approx(1 / 6)
 
     hyde = tmp_path / "hyde.yaml"

@@ -20,6 +20,7 @@ from parallel_rag.graph.context import (
     knobs_from,
 )
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
+from parallel_rag.graph.state import RAGRequest
 from parallel_rag.nodes import prompts
 from parallel_rag.studio.cli import format_progress, run_with_progress
 from parallel_rag.studio.langserve_app import make_config_guard
@@ -81,9 +82,9 @@ def test_retrievers_knob_runs_only_the_named_branches(fakes, how):
     graph = graph_of(retrievers)
     knobs = {"retrievers": ["b"]}
     if how == "context":
-        result = graph.invoke(QUESTION, context=knobs)
+        result = graph.invoke({"query": QUESTION}, context=knobs)
     else:
-        result = graph.invoke(QUESTION, config={"configurable": knobs})
+        result = graph.invoke({"query": QUESTION}, config={"configurable": knobs})
     assert [b["retriever"] for b in result["branches"]] == ["b"]
     assert retrievers["a"].queries == [] and retrievers["b"].queries == [QUESTION]
     assert {d["id"] for d in result["documents"]} == {"berlin", "paris"}
@@ -93,15 +94,15 @@ def test_unknown_or_invalid_knobs_are_refused_before_any_branch_runs(fakes):
     retrievers = two_lists(fakes)
     graph = graph_of(retrievers)
     with pytest.raises(KnobError, match="retrievers: unknown retriever"):
-        graph.invoke(QUESTION, context={"retrievers": ["nope"]})
+        graph.invoke({"query": QUESTION}, context={"retrievers": ["nope"]})
     with pytest.raises(KnobError, match="fusion_weights: unknown retriever"):
-        graph.invoke(QUESTION, config={"configurable": {"fusion_weights": {"zz": 2.0}}})
+        graph.invoke({"query": QUESTION}, config={"configurable": {"fusion_weights": {"zz": 2.0}}})
     with pytest.raises(ValidationError, match="base_url"):
-        graph.invoke(QUESTION, context={"base_url": "http://elsewhere"})
+        graph.invoke({"query": QUESTION}, context={"base_url": "http://elsewhere"})
     with pytest.raises(KnobError, match="rerank: no reranker"):
-        graph.invoke(QUESTION, context={"rerank": True})
+        graph.invoke({"query": QUESTION}, context={"rerank": True})
     with pytest.raises(KnobError, match="rewriter: no rewriter"):
-        graph.invoke(QUESTION, context={"rewriter": "multi_query"})
+        graph.invoke({"query": QUESTION}, context={"rewriter": "multi_query"})
     assert retrievers["a"].queries == [] and retrievers["b"].queries == []
 
 
@@ -122,10 +123,10 @@ def test_fusion_k_and_weights_change_the_scores_as_rrf_says(fakes):
     graph = graph_of(
         two_lists(fakes), {"fusion": {"method": "rrf", "k": 60, "weights": {"a": 1.0}}}
     )
-    plain = graph.invoke(QUESTION)
+    plain = graph.invoke({"query": QUESTION})
     assert [d["id"] for d in plain["documents"]] == ["paris", "berlin", "lyon"]
     assert plain["documents"][0]["fused_score"] == pytest.approx(1 / 61 + 1 / 62)
-    tuned = graph.invoke(QUESTION, context={"fusion_k": 1, "fusion_weights": {"b": 4.0}})
+    tuned = graph.invoke({"query": QUESTION}, context={"fusion_k": 1, "fusion_weights": {"b": 4.0}})
     scores = {d["id"]: d["fused_score"] for d in tuned["documents"]}
     assert scores == pytest.approx({"berlin": 4 / 2, "paris": 1 / 2 + 4 / 3, "lyon": 1 / 3})
     assert [d["id"] for d in tuned["documents"]] == ["berlin", "paris", "lyon"]
@@ -138,8 +139,8 @@ def test_a_fusion_k_without_a_fusion_method_means_rrf(fakes, how):
     graph = graph_of(two_lists(fakes), {"fusion": {"method": "minmax"}})
     asked = {"fusion_k": 1}
     run = {"context": asked} if how == "context" else {"config": {"configurable": asked}}
-    bare = graph.invoke(QUESTION, **run)
-    explicit = graph.invoke(QUESTION, context={"fusion_method": "rrf", "fusion_k": 1})
+    bare = graph.invoke({"query": QUESTION}, **run)
+    explicit = graph.invoke({"query": QUESTION}, context={"fusion_method": "rrf", "fusion_k": 1})
     assert bare["documents"] == explicit["documents"]
     scores = {d["id"]: d["fused_score"] for d in bare["documents"]}
     assert scores == pytest.approx({"paris": 1 / 2 + 1 / 3, "berlin": 1 / 2, "lyon": 1 / 3})
@@ -160,10 +161,10 @@ def test_a_fusion_k_beside_a_score_fusion_method_is_refused_naming_fusion_method
 def test_rerank_knob_switches_the_configured_reranker_off_for_one_run(fakes):
     scorer = FakeScorer(by_length=True)
     graph = graph_of(two_lists(fakes), {"reranker": {"kind": "embedding"}}, scorer=scorer)
-    reranked = graph.invoke(QUESTION)
+    reranked = graph.invoke({"query": QUESTION})
     assert len(scorer.calls) == 2
     assert all(b["rerank_ms"] is not None for b in reranked["branches"])
-    plain = graph.invoke(QUESTION, context={"rerank": False})
+    plain = graph.invoke({"query": QUESTION}, context={"rerank": False})
     assert len(scorer.calls) == 2, "the scorer ran although the run switched reranking off"
     assert all(b["rerank_ms"] is None for b in plain["branches"])
     assert all("rerank_score" not in s for d in plain["documents"] for s in d["sources"])
@@ -177,14 +178,14 @@ def test_rewriter_knob_none_skips_the_model_and_kinds_switch_the_prompt(fakes):
     retrievers = two_lists(fakes)
     graph = graph_of(retrievers, rewriter_model=model)
 
-    skipped = graph.invoke(QUESTION, context={"rewriter": "none"})
+    skipped = graph.invoke({"query": QUESTION}, context={"rewriter": "none"})
     assert model.calls == [] and [q["kind"] for q in skipped["queries"]] == ["original"]
 
-    default = graph.invoke(QUESTION)
+    default = graph.invoke({"query": QUESTION})
     assert prompts.MULTI_QUERY_PROMPT.split("{")[0] in model.calls[-1][0].content
     assert [q["kind"] for q in default["queries"]] == ["original", "rewrite"]
 
-    graph.invoke(QUESTION, config={"configurable": {"rewriter": "decompose"}})
+    graph.invoke({"query": QUESTION}, config={"configurable": {"rewriter": "decompose"}})
     assert prompts.DECOMPOSE_PROMPT.split("{")[0] in model.calls[-1][0].content
 
 
@@ -193,14 +194,14 @@ def test_hyde_knob_sends_the_passage_to_dense_retrievers_only(fakes):
     dense = fakes.DenseListRetriever(docs=[fakes.doc("paris", "Paris is the capital.")])
     lexical = fakes.ListRetriever(docs=[fakes.doc("lyon", "Lyon.")])
     graph = graph_of({"lexical": lexical, "dense": dense}, rewriter_model=model)
-    result = graph.invoke(QUESTION, context={"rewriter": "hyde"})
+    result = graph.invoke({"query": QUESTION}, context={"rewriter": "hyde"})
     assert prompts.HYDE_PROMPT.split("{")[0] in model.calls[-1][0].content
     assert lexical.queries == [QUESTION]
     # both views reach the dense branch at once: in either order
     assert sorted(dense.queries) == ["Paris has been the capital of France.", QUESTION]
     assert [q["kind"] for q in result["queries"]] == ["original", "hyde"]
     with pytest.raises(KnobError, match="hyde"):
-        graph.invoke(QUESTION, context={"rewriter": "hyde", "retrievers": ["lexical"]})
+        graph.invoke({"query": QUESTION}, context={"rewriter": "hyde", "retrievers": ["lexical"]})
 
 
 def test_knobs_are_runtime_context_never_state_nor_send_payloads(fakes):
@@ -216,11 +217,17 @@ def test_knobs_are_runtime_context_never_state_nor_send_payloads(fakes):
     assert "knobs" not in graph.channels
     seen: list = []
     knobs = {"fusion_k": 1, "fusion_weights": {"b": 4.0}, "retriever_top_k": 2}
-    for mode, chunk in graph.stream(QUESTION, context=knobs, stream_mode=["values", "tasks"]):
+    for mode, chunk in graph.stream(
+        {"query": QUESTION}, context=knobs, stream_mode=["values", "tasks"]
+    ):
         seen.append(chunk if mode == "values" else chunk.get("input"))
     assert not any("knobs" in json.dumps(item, default=str) for item in seen)
     sent = [c for c in seen if isinstance(c, dict) and "retriever" in c and "view" in c]
-    assert sent and all(set(c) == {"view", "retriever", "query", "top_k", "filters"} for c in sent)
+    # the run's first task also carries the request it writes (graph/request.py): no knob
+    task = {"view", "retriever", "query", "top_k", "filters"}
+    assert sent and all(set(c) - {"request", "messages"} == task for c in sent)
+    assert sum("request" in c for c in sent) == 1
+    assert set(next(c for c in sent if "request" in c)["request"]) <= set(RAGRequest.model_fields)
     final = seen[-1]
     # reranked by length (longest first), then RRF with k=1 and b weighted 4
     assert {d["id"]: d["fused_score"] for d in final["documents"]} == pytest.approx(
@@ -231,17 +238,17 @@ def test_knobs_are_runtime_context_never_state_nor_send_payloads(fakes):
 def test_the_same_knobs_as_context_or_configurable_give_the_same_run(fakes):
     graph = graph_of(two_lists(fakes), {"fusion": {"method": "rrf", "k": 60}})
     knobs = {"fusion_k": 1, "fusion_weights": {"b": 4.0}}
-    by_context = graph.invoke(QUESTION, context=knobs)
-    by_configurable = graph.invoke(QUESTION, config={"configurable": knobs})
+    by_context = graph.invoke({"query": QUESTION}, context=knobs)
+    by_configurable = graph.invoke({"query": QUESTION}, config={"configurable": knobs})
     assert by_context["documents"] == by_configurable["documents"]
-    assert by_context["documents"] != graph.invoke(QUESTION)["documents"]
+    assert by_context["documents"] != graph.invoke({"query": QUESTION})["documents"]
     # a with_config copy keeps its knobs; a run's context still wins field by field
     bound = graph.with_config(configurable={"fusion_k": 1, "retrievers": ["a"]})
-    assert [b["retriever"] for b in bound.invoke(QUESTION)["branches"]] == ["a"]
-    both = bound.invoke(QUESTION, context={"retrievers": ["b"]})
+    assert [b["retriever"] for b in bound.invoke({"query": QUESTION})["branches"]] == ["a"]
+    both = bound.invoke({"query": QUESTION}, context={"retrievers": ["b"]})
     assert [b["retriever"] for b in both["branches"]] == ["b"]
     with pytest.raises(KnobError, match="configurable.api_key"):
-        graph.invoke(QUESTION, config={"configurable": {"api_key": "sk-x"}})
+        graph.invoke({"query": QUESTION}, config={"configurable": {"api_key": "sk-x"}})
 
 
 def test_knob_scope_checks_without_a_graph():
@@ -260,13 +267,13 @@ def test_knob_scope_checks_without_a_graph():
 def test_each_branch_reports_on_the_custom_stream_as_it_finishes(fakes):
     retrievers = {**two_lists(fakes), "down": fakes.FailingRetriever()}
     graph = graph_of(retrievers)
-    events = [e for e in graph.stream(QUESTION, stream_mode="custom")]
+    events = [e for e in graph.stream({"query": QUESTION}, stream_mode="custom")]
     assert sorted(e["branch"] for e in events) == ["q0:a", "q0:b", "q0:down"]
     assert {e["event"] for e in events} == {"branch_finished"}
     failed = next(e for e in events if e["retriever"] == "down")
     assert failed["status"] == "failed" and "backend down" in failed["error"]
     # the result is unchanged by streaming, and plain invoke emits nothing extra
-    assert graph.invoke(QUESTION)["branches"][0]["status"] == "ok"
+    assert graph.invoke({"query": QUESTION})["branches"][0]["status"] == "ok"
 
 
 def test_ask_progress_lines_come_before_the_result(fakes):
@@ -275,7 +282,7 @@ def test_ask_progress_lines_come_before_the_result(fakes):
     result = run_with_progress(graph, {"query": QUESTION, "top_k": 5}, out=out)
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and result["answer"]
-    assert set(result) == set(graph.invoke(QUESTION))  # the same keys as invoke's result
+    assert set(result) == set(graph.invoke({"query": QUESTION}))  # the same keys as invoke's result
     assert any("q0:down (original): failed" in line and "backend down" in line for line in lines)
     quiet = io.StringIO()
     run_with_progress(graph, {"query": QUESTION, "top_k": 5}, show=False, out=quiet)

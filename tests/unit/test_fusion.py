@@ -215,13 +215,13 @@ def test_config_fusion_k_and_weights_change_the_fused_score(fakes):
         }
 
     rrf = {"retrievers": [], "fusion": {"method": "rrf"}}
-    default = build_graph(rrf, retrievers=retrievers()).invoke("shared text")
+    default = build_graph(rrf, retrievers=retrievers()).invoke({"query": "shared text"})
     assert default["documents"][0]["fused_score"] == pytest.approx(2 / 61)
 
     tuned = build_graph(
         {"retrievers": [], "fusion": {"method": "rrf", "k": 10, "weights": {"a": 2.0, "b": 0.5}}},
         retrievers=retrievers(),
-    ).invoke("shared text")
+    ).invoke({"query": "shared text"})
     (doc,) = tuned["documents"]
     assert doc["fused_score"] == pytest.approx(2.0 / 11 + 0.5 / 11)
     assert [(s["retriever"], s["score"]) for s in doc["sources"]] == [("a", 1.0), ("b", 2.0)]
@@ -235,7 +235,7 @@ def test_a_k_without_a_method_means_rrf(fakes):
         "b": fakes.ListRetriever(docs=[fakes.doc("d", "Shared document text.", 2.0)]),
     }
     fused = build_graph({"retrievers": [], "fusion": {"k": 10}}, retrievers=retrievers).invoke(
-        "shared text"
+        {"query": "shared text"}
     )
     assert fused["documents"][0]["fused_score"] == pytest.approx(2 / 11)
 
@@ -287,12 +287,14 @@ def test_a_config_without_fusion_settings_weighs_dense_retrievers_down(fakes):
             ),
         }
 
-    result = build_graph({"retrievers": []}, retrievers=retrievers()).invoke("lexical match")
+    result = build_graph({"retrievers": []}, retrievers=retrievers()).invoke(
+        {"query": "lexical match"}
+    )
     scores = {d["id"]: d["fused_score"] for d in result["documents"]}
     assert scores == pytest.approx({"d": 1.0, "e": DEFAULT_DENSE_WEIGHT})
     named = build_graph(
         {"retrievers": [], "fusion": {"weights": {"vec": 2.0}}}, retrievers=retrievers()
-    ).invoke("lexical match")
+    ).invoke({"query": "lexical match"})
     assert [d["id"] for d in named["documents"]] == ["e", "d"]
 
 
@@ -466,13 +468,13 @@ def test_config_method_and_the_per_run_knob_select_the_fusion(fakes):
         {"retrievers": [], "fusion": {"method": "minmax", "weights": {"b": 3.0}}},
         retrievers=retrievers(),
     )
-    result = minmax.invoke("shared text")
+    result = minmax.invoke({"query": "shared text"})
     scores = {d["id"]: d["fused_score"] for d in result["documents"]}
     assert scores == pytest.approx({"d": 1.0, "e": 0.0 + 3.0 * FLAT_SCORE})
-    rrf = minmax.invoke("shared text", context={"fusion_method": "rrf", "fusion_k": 1})
+    rrf = minmax.invoke({"query": "shared text"}, context={"fusion_method": "rrf", "fusion_k": 1})
     scores = {d["id"]: d["fused_score"] for d in rrf["documents"]}
     assert scores == pytest.approx({"d": 1 / 2, "e": 1 / 3 + 3.0 / 2})
     via_configurable = minmax.invoke(
-        "shared text", config={"configurable": {"fusion_method": "rrf", "fusion_k": 1}}
+        {"query": "shared text"}, config={"configurable": {"fusion_method": "rrf", "fusion_k": 1}}
     )
     assert via_configurable["documents"] == rrf["documents"]

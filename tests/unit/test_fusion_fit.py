@@ -221,7 +221,7 @@ def test_a_corpus_too_small_keeps_the_default_and_says_so(tmp_path):
     report = fit_fusion(config, tmp_path)
     assert report.record["status"] == "default"
     assert "corpus too small to fit: 40 chunks" in report.summary()
-    account = build_graph(config, base_dir=tmp_path).invoke("topic1word1")["fusion"]
+    account = build_graph(config, base_dir=tmp_path).invoke({"query": "topic1word1"})["fusion"]
     assert account["source"] == "default" and "too small" in account["note"]
 
 

@@ -406,7 +406,7 @@ def test_generator_model_fills_the_generator_slot(fakes):
         responses=["It was built in 1889 [1]; bananas [2]; bogus [7]."]
     )
     graph = build_graph({}, retrievers=eiffel_retrievers(fakes), generator_model=model)
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["answer"].startswith("It was built in 1889 [1]; bananas [2]; bogus")
     assert "[7]" not in result["answer"]
     assert result["citations"] == [
@@ -433,7 +433,7 @@ def test_generator_settings_from_config(fakes):
         retrievers=eiffel_retrievers(fakes),
         generator_model=model,
     )
-    assert graph.invoke(QUESTION)["answer"] == "1889 [1]"
+    assert graph.invoke({"query": QUESTION})["answer"] == "1889 [1]"
     ((system, human),) = model.calls
     evidence, instruction = system.content.rsplit("\n\n", 1)
     assert instruction == "Answer tersely with [n] citations."
@@ -460,7 +460,7 @@ def test_a_negative_sentence_cache_size_is_refused_naming_the_field():
 
 
 def test_extractive_is_the_default_generator(fakes):
-    result = build_graph({}, retrievers=eiffel_retrievers(fakes)).invoke(QUESTION)
+    result = build_graph({}, retrievers=eiffel_retrievers(fakes)).invoke({"query": QUESTION})
     assert result["answer"] == "The Eiffel Tower stands in Paris, built in 1889. [1]"
     assert result["citations"] == [{"number": 1, "id": "eiffel", "source": "paris.md"}]
 
@@ -468,7 +468,9 @@ def test_extractive_is_the_default_generator(fakes):
 def test_no_documents_never_calls_the_model(fakes):
     model = fakes.ExplodingChatModel()
     retrievers = {"a": fakes.ListRetriever(), "b": fakes.ListRetriever()}
-    result = build_graph({}, retrievers=retrievers, generator_model=model).invoke(QUESTION)
+    result = build_graph({}, retrievers=retrievers, generator_model=model).invoke(
+        {"query": QUESTION}
+    )
     assert result["answer"] == INSUFFICIENT_EVIDENCE
     assert result["documents"] == [] and result["citations"] == []
     assert model.calls == 0
@@ -477,7 +479,9 @@ def test_no_documents_never_calls_the_model(fakes):
 async def test_no_documents_never_calls_the_model_async(fakes):
     model = fakes.ExplodingChatModel()
     retrievers = {"a": fakes.ListRetriever(), "b": fakes.ListRetriever()}
-    result = await build_graph({}, retrievers=retrievers, generator_model=model).ainvoke(QUESTION)
+    result = await build_graph({}, retrievers=retrievers, generator_model=model).ainvoke(
+        {"query": QUESTION}
+    )
     assert result["answer"] == INSUFFICIENT_EVIDENCE
     assert model.calls == 0
 

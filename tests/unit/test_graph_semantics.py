@@ -92,7 +92,7 @@ def test_input_and_output_schemas_are_separate_from_state(corpus):
 
 
 def test_output_keys_and_timings_per_node(corpus):
-    result = graph_of(corpus(2)).invoke(QUESTION)
+    result = graph_of(corpus(2)).invoke({"query": QUESTION})
     assert set(result) == OUTPUT_KEYS
     assert set(result["timings"]) == {"retrieve", "fuse", "generate"}
     assert all(isinstance(ms, float) and ms >= 0 for ms in result["timings"].values())
@@ -109,7 +109,7 @@ def test_timings_include_rewrite_and_rerank_when_they_ran(corpus, fakes):
         rewriter_model=fakes.StaticChatModel(text="French capital city"),
         scorer=FakeScorer(),
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert set(result) == OUTPUT_KEYS
     assert set(result["timings"]) == {"rewrite", "retrieve", "rerank", "fuse", "generate"}
 
@@ -146,8 +146,6 @@ def test_request_top_k_limits_documents_and_branch_candidates(fakes):
 @pytest.mark.parametrize(
     ("request_input", "field"),
     [
-        ({"query": "ok", "unknown": 1}, "unknown"),
-        ({"query": "ok", "retrievers": ["a"]}, "retrievers"),
         ({}, "query"),
         ({"query": ""}, "query"),
         ({"query": "   \n\t "}, "query"),
@@ -176,16 +174,37 @@ def test_invalid_requests_are_refused_naming_the_field(fakes, request_input, fie
 
 async def test_invalid_requests_are_refused_on_the_async_path_too(corpus):
     graph = graph_of(corpus(2))
-    with pytest.raises(ValidationError, match="unknown"):
-        await graph.ainvoke({"query": "ok", "unknown": True})
+    with pytest.raises(ValidationError, match="query"):
+        await graph.ainvoke({"query": "  "})
     with pytest.raises(ValidationError, match="top_k"):
         await graph.ainvoke({"query": "ok", "top_k": 0})
+
+
+def test_what_langgraph_drops_or_refuses_before_the_graph_sees_it(fakes):
+    """The graph is ``StateGraph.compile()``'s own result (issue 51: no replaced START node),
+    and LangGraph writes a graph's input into the state before any hook runs: it drops a key
+    the input schema does not name and refuses input that is not a mapping. So an unknown key
+    (or a knob sent as input) changes nothing, and a bare question is LangGraph's error; the
+    surfaces that take raw requests refuse both against ``RAGRequest`` (LangServe's 422, MCP's
+    tool error, the CLI), and ``RAGRequest(...)`` refuses them in Python."""
+    from langgraph.errors import InvalidUpdateError
+
+    watcher = fakes.ListRetriever()
+    graph = graph_of({"a": watcher, "b": fakes.ListRetriever()})
+    plain = graph.invoke({"query": "ok"})
+    extra = graph.invoke({"query": "ok", "unknown": 1, "retrievers": ["a"]})
+    assert extra["documents"] == plain["documents"] and extra["queries"] == plain["queries"]
+    assert [b["retriever"] for b in extra["branches"]] == ["a", "b"]  # no knob from input
+    with pytest.raises(InvalidUpdateError):
+        graph.invoke(QUESTION)
+    with pytest.raises(ValidationError, match="unknown"):
+        RAGRequest.model_validate({"query": "ok", "unknown": 1})
 
 
 def test_accepted_request_forms(corpus):
     graph = graph_of(corpus(2))
     for request in (
-        QUESTION,
+        {"query": QUESTION},
         RAGRequest(query=QUESTION, top_k=1),
         {"query": QUESTION, "top_k": 1, "filters": {"source": "france.md"}, "tenant": None},
         {"query": "q" * 4000},
@@ -201,7 +220,7 @@ def test_accepted_request_forms(corpus):
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_branch_count_is_views_times_retrievers(fakes, corpus, n):
     rewriter = fakes.StaticChatModel(text="French capital\nCapital city of France")
-    result = graph_of(corpus(n), rewriter_model=rewriter).invoke(QUESTION)
+    result = graph_of(corpus(n), rewriter_model=rewriter).invoke({"query": QUESTION})
     assert [q["kind"] for q in result["queries"]] == ["original", "rewrite", "rewrite"]
     expected = {f"q{v}:r{i}" for v in range(3) for i in range(n)}
     assert set(statuses(result)) == expected
@@ -214,7 +233,7 @@ def test_branch_count_is_views_times_retrievers(fakes, corpus, n):
 
 def test_without_rewriter_the_original_query_is_the_only_view(corpus):
     retrievers = corpus(3)
-    result = graph_of(retrievers).invoke("  " + QUESTION + "  ")
+    result = graph_of(retrievers).invoke({"query": "  " + QUESTION + "  "})
     assert result["queries"] == [{"text": QUESTION, "kind": "original"}]
     assert len(result["branches"]) == 3
     for retriever in retrievers.values():
@@ -233,7 +252,7 @@ def test_hyde_views_reach_dense_retrievers_only(fakes):
         {"rewriter": {"kind": "hyde"}},
         rewriter_model=model,
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
 
     assert lexical.queries == [QUESTION]  # never the passage
     assert sorted(dense.queries) == sorted([QUESTION, passage])
@@ -262,7 +281,7 @@ def test_hyde_passage_never_reaches_the_generator_prompt(fakes):
         rewriter_model=fakes.StaticChatModel(text=passage),
         generator_model=generator,
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["answer"] == "Paris [1]."
     (messages,) = generator.calls
     assert all("Lutetia" not in str(m.content) for m in messages)
@@ -277,7 +296,7 @@ def test_hyde_without_original_leaves_lexical_branches_out(fakes):
         {"rewriter": {"kind": "hyde", "include_original": False}},
         rewriter_model=fakes.StaticChatModel(text="A passage on France."),
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert list(statuses(result)) == ["q0:dense"]
     assert lexical.queries == []
     assert result["queries"] == [{"text": "A passage on France.", "kind": "hyde"}]
@@ -296,13 +315,13 @@ def barrier_pair(fakes):
 
 
 def test_branches_run_concurrently_sync(fakes):
-    result = graph_of(barrier_pair(fakes)).invoke(QUESTION)
+    result = graph_of(barrier_pair(fakes)).invoke({"query": QUESTION})
     assert statuses(result) == {"q0:a": "ok", "q0:b": "ok"}, result["branches"]
     assert result["warnings"] == []
 
 
 async def test_branches_run_concurrently_async(fakes):
-    result = await graph_of(barrier_pair(fakes)).ainvoke(QUESTION)
+    result = await graph_of(barrier_pair(fakes)).ainvoke({"query": QUESTION})
     assert statuses(result) == {"q0:a": "ok", "q0:b": "ok"}, result["branches"]
     assert result["warnings"] == []
 
@@ -318,7 +337,7 @@ def failing_pair(fakes):
 
 
 def test_failing_retriever_under_skip(fakes):
-    result = graph_of(failing_pair(fakes), {"on_failure": "skip"}).invoke("capital")
+    result = graph_of(failing_pair(fakes), {"on_failure": "skip"}).invoke({"query": "capital"})
     bad, good = result["branches"]
     assert (bad["retriever"], bad["status"], bad["hits"]) == ("bad", "failed", 0)
     assert bad["error"] == "RuntimeError: backend down"
@@ -330,7 +349,7 @@ def test_failing_retriever_under_skip(fakes):
 
 def test_failing_retriever_under_warn_is_the_default(fakes):
     for config in ({}, {"on_failure": "warn"}):
-        result = graph_of(failing_pair(fakes), config).invoke("capital")
+        result = graph_of(failing_pair(fakes), config).invoke({"query": "capital"})
         assert statuses(result) == {"q0:bad": "failed", "q0:good": "ok"}
         (warning,) = result["warnings"]
         assert "bad" in warning and "backend down" in warning
@@ -340,7 +359,7 @@ def test_failing_retriever_under_warn_is_the_default(fakes):
 def test_failing_retriever_under_block_stops_the_request(fakes):
     graph = graph_of(failing_pair(fakes), {"on_failure": "block"})
     with pytest.raises(BlockedError) as caught:
-        graph.invoke("capital")
+        graph.invoke({"query": "capital"})
     assert caught.value.component == "retriever 'bad'"
     assert "backend down" in str(caught.value)
 
@@ -348,7 +367,7 @@ def test_failing_retriever_under_block_stops_the_request(fakes):
 async def test_failing_retriever_under_block_stops_the_async_request(fakes):
     graph = graph_of(failing_pair(fakes), {"on_failure": "block"})
     with pytest.raises(BlockedError, match="backend down"):
-        await graph.ainvoke("capital")
+        await graph.ainvoke({"query": "capital"})
 
 
 @pytest.mark.parametrize("policy", ["skip", "warn"])
@@ -359,7 +378,7 @@ def test_every_branch_failed_gives_insufficient_evidence(fakes, policy):
         {"on_failure": policy},
         generator_model=model,
     )
-    result = graph.invoke("capital")
+    result = graph.invoke({"query": "capital"})
     assert result["answer"] == INSUFFICIENT_EVIDENCE
     assert result["documents"] == [] and result["citations"] == []
     assert set(statuses(result).values()) == {"failed"}
@@ -372,7 +391,7 @@ def test_empty_retriever_is_recorded_as_empty(fakes):
         "none": fakes.ListRetriever(docs=[]),
         "some": fakes.ListRetriever(docs=[fakes.doc("x", "Capital of France is Paris.", 1.0)]),
     }
-    result = graph_of(retrievers).invoke("capital")
+    result = graph_of(retrievers).invoke({"query": "capital"})
     empty = result["branches"][0]
     assert (empty["status"], empty["hits"], empty["error"]) == ("empty", 0, None)
     assert result["warnings"] == []
@@ -388,7 +407,7 @@ def test_failure_of_one_branch_never_cancels_the_others_under_rewrites(fakes):
         {"on_failure": "skip"},
         rewriter_model=fakes.StaticChatModel(text="capital city"),
     )
-    result = graph.invoke("capital")
+    result = graph.invoke({"query": "capital"})
     assert statuses(result) == {
         "q0:bad": "failed",
         "q0:good": "ok",
@@ -518,7 +537,7 @@ async def test_filters_reach_our_backends_on_the_async_path(fakes):
 
 def test_no_filters_means_none_for_our_backends(fakes):
     ours = fakes.FilteringRetriever(docs=lang_docs(fakes))
-    result = graph_of({"ours": ours, "foreign": fakes.ListRetriever()}).invoke("capital")
+    result = graph_of({"ours": ours, "foreign": fakes.ListRetriever()}).invoke({"query": "capital"})
     assert ours.received == [{"k": 10, "filters": None}]
     assert len(result["documents"]) == 4
 
@@ -625,7 +644,7 @@ def test_rerank_orders_by_score_and_keeps_ids_and_retrieval_scores(fakes):
 
 def test_rerank_equal_scores_keep_retrieval_order(fakes):
     scorer = FakeScorer(default=0.3)
-    result = graph_of(rerank_corpus(fakes), RERANK, scorer=scorer).invoke("x")
+    result = graph_of(rerank_corpus(fakes), RERANK, scorer=scorer).invoke({"query": "x"})
     a = sources_of(result, "a")
     assert {i: s["rank"] for i, s in a.items()} == {"alpha": 1, "beta": 2, "gamma": 3}
 
@@ -638,7 +657,7 @@ def test_rerank_scores_against_the_original_query_even_for_rewrites(fakes):
         rewriter_model=fakes.StaticChatModel(text="first rewrite\nsecond rewrite"),
         scorer=scorer,
     )
-    result = graph.invoke("the original question")
+    result = graph.invoke({"query": "the original question"})
     assert [q["kind"] for q in result["queries"]] == ["original", "rewrite", "rewrite"]
     assert len(scorer.calls) == 6  # one per ok branch: 3 views x 2 retrievers
     assert {query for query, _ in scorer.calls} == {"the original question"}
@@ -648,7 +667,7 @@ def test_rerank_top_k_keeps_n_per_branch(fakes):
     scorer = FakeScorer({"gamma text": 0.9, "beta text": 0.1, "alpha text": 0.2})
     config = {"reranker": {"kind": "embedding", "top_k": 1}}
     graph = graph_of(rerank_corpus(fakes), config, scorer=scorer)
-    result = graph.invoke("x")
+    result = graph.invoke({"query": "x"})
     assert [(b["retriever"], b["hits"]) for b in result["branches"]] == [("a", 1), ("b", 1)]
     assert sorted(d["id"] for d in result["documents"]) == ["alpha", "gamma"]
 
@@ -662,7 +681,7 @@ def test_rerank_skips_failed_and_empty_branches(fakes):
     }
     config = {"reranker": {"kind": "embedding"}, "on_failure": "skip"}
     graph = graph_of(retrievers, config, scorer=scorer)
-    result = graph.invoke("x")
+    result = graph.invoke({"query": "x"})
     assert statuses(result) == {"q0:bad": "failed", "q0:none": "empty", "q0:good": "ok"}
     assert scorer.calls == [("x", ["good text"])]
 
@@ -678,7 +697,9 @@ BAD_SCORERS = {
 @pytest.mark.parametrize("kind", sorted(BAD_SCORERS))
 def test_rerank_problems_under_skip_keep_retrieval_order_silently(fakes, kind):
     config = {"reranker": {"kind": "embedding", "on_failure": "skip"}}
-    result = graph_of(rerank_corpus(fakes), config, scorer=BAD_SCORERS[kind]()).invoke("x")
+    result = graph_of(rerank_corpus(fakes), config, scorer=BAD_SCORERS[kind]()).invoke(
+        {"query": "x"}
+    )
     assert result["warnings"] == []
     a = sources_of(result, "a")
     assert {i: s["rank"] for i, s in a.items()} == {"alpha": 1, "beta": 2, "gamma": 3}
@@ -688,7 +709,9 @@ def test_rerank_problems_under_skip_keep_retrieval_order_silently(fakes, kind):
 
 @pytest.mark.parametrize("kind", sorted(BAD_SCORERS))
 def test_rerank_problems_under_warn_add_a_warning(fakes, kind):
-    result = graph_of(rerank_corpus(fakes), RERANK, scorer=BAD_SCORERS[kind]()).invoke("x")
+    result = graph_of(rerank_corpus(fakes), RERANK, scorer=BAD_SCORERS[kind]()).invoke(
+        {"query": "x"}
+    )
     assert len(result["warnings"]) == 2  # pipeline default warn, one per branch
     assert all("reranker" in w for w in result["warnings"])
     assert {i: s["rank"] for i, s in sources_of(result, "a").items()} == {
@@ -702,12 +725,12 @@ def test_rerank_problems_under_warn_add_a_warning(fakes, kind):
 def test_rerank_problems_under_block_stop_the_request(fakes, kind):
     config = {"reranker": {"kind": "embedding"}, "on_failure": "block"}
     with pytest.raises(BlockedError, match="reranker"):
-        graph_of(rerank_corpus(fakes), config, scorer=BAD_SCORERS[kind]()).invoke("x")
+        graph_of(rerank_corpus(fakes), config, scorer=BAD_SCORERS[kind]()).invoke({"query": "x"})
 
 
 async def test_rerank_on_the_async_path(fakes):
     scorer = FakeScorer({"gamma text": 1.0})
-    result = await graph_of(rerank_corpus(fakes), RERANK, scorer=scorer).ainvoke("x")
+    result = await graph_of(rerank_corpus(fakes), RERANK, scorer=scorer).ainvoke({"query": "x"})
     assert {i: s["rank"] for i, s in sources_of(result, "a").items()} == {
         "gamma": 1,
         "alpha": 2,

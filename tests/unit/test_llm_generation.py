@@ -145,7 +145,7 @@ def test_system_prompt_override_and_context_limit_from_config(fakes, mode):
         retrievers={"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs)},
         generator_model=model,
     )
-    graph.invoke(QUESTION)
+    graph.invoke({"query": QUESTION})
     (messages,) = model.calls
     if mode == "tool_role":
         assert messages[0] == SystemMessage("Be brief; cite [n].")
@@ -248,7 +248,7 @@ def test_citations_in_the_result_name_the_documents(fakes):
         {},
         retrievers={"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs)},
         generator_model=model,
-    ).invoke(QUESTION)
+    ).invoke({"query": QUESTION})
     assert result["answer"] == "Opened in 1937 [2]."
     assert result["citations"] == [{"number": 2, "id": "gg", "source": "golden-gate-bridge.md"}]
     assert any("[5]" in w for w in result["warnings"])
@@ -269,7 +269,7 @@ async def test_no_evidence_never_calls_the_model(fakes, mode):
         retrievers={"a": fakes.ListRetriever(), "b": fakes.FailingRetriever()},
         generator_model=model,
     )
-    result = await graph.ainvoke(QUESTION)
+    result = await graph.ainvoke({"query": QUESTION})
     assert result["answer"] == INSUFFICIENT_EVIDENCE and result["citations"] == []
     assert model.calls == 0
 
@@ -287,7 +287,7 @@ def test_failing_model_under_skip_or_warn_answers_insufficient_evidence(fakes, s
     graph = build_graph(
         settings, retrievers=one_doc_retrievers(fakes), generator_model=fakes.ExplodingChatModel()
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["answer"] == INSUFFICIENT_EVIDENCE and result["citations"] == []
     assert [d["id"] for d in result["documents"]] == ["gg"]  # retrieval is still reported
     generator_warnings = [w for w in result["warnings"] if w.startswith("generator failed")]
@@ -303,7 +303,7 @@ async def test_failing_model_under_block_stops_the_request(fakes, settings):
         settings, retrievers=one_doc_retrievers(fakes), generator_model=fakes.ExplodingChatModel()
     )
     with pytest.raises(BlockedError) as caught:
-        await graph.ainvoke(QUESTION)
+        await graph.ainvoke({"query": QUESTION})
     assert caught.value.component == "generator"
 
 
@@ -315,7 +315,7 @@ def test_generator_tokens_stream_out_of_the_graph(fakes):
     model = GenericFakeChatModel(messages=iter([AIMessage(reply)]))
     graph = build_graph({}, retrievers=one_doc_retrievers(fakes), generator_model=model)
     chunks, final = [], None
-    for mode, item in graph.stream(QUESTION, stream_mode=["messages", "values"]):
+    for mode, item in graph.stream({"query": QUESTION}, stream_mode=["messages", "values"]):
         if mode == "messages":
             chunks.append(item)
         else:
@@ -331,7 +331,7 @@ async def test_generator_tokens_stream_out_of_the_graph_async(fakes):
     graph = build_graph({}, retrievers=one_doc_retrievers(fakes), generator_model=model)
     pieces = [
         chunk.content
-        async for chunk, meta in graph.astream(QUESTION, stream_mode="messages")
+        async for chunk, meta in graph.astream({"query": QUESTION}, stream_mode="messages")
         if meta["langgraph_node"] == "generate"
     ]
     assert len(pieces) > 3 and "".join(pieces) == "Opened in 1937 [1]."
@@ -341,8 +341,8 @@ def test_extractive_generator_streams_its_answer_turn_once(fakes):
     """No tokens (no model), but the answer joins the conversation as one AI message, which a
     messages stream (Studio's chat) shows."""
     graph = build_graph({}, retrievers=one_doc_retrievers(fakes))
-    streamed = list(graph.stream(QUESTION, stream_mode="messages"))
+    streamed = list(graph.stream({"query": QUESTION}, stream_mode="messages"))
     assert len(streamed) == 1
     message, meta = streamed[0]
     assert meta["langgraph_node"] == "generate" and message.type == "ai"
-    assert message.content.startswith(graph.invoke(QUESTION)["answer"])
+    assert message.content.startswith(graph.invoke({"query": QUESTION})["answer"])

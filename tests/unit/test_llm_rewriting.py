@@ -80,7 +80,7 @@ def test_prompt_override_from_config_reaches_the_model(fakes, kind):
         retrievers=retrievers,
         rewriter_model=model,
     )
-    graph.invoke(QUESTION)
+    graph.invoke({"query": QUESTION})
     ((messages, _),) = model.calls
     assert messages == [
         HumanMessage(f"Kind 2: give search views for <<{QUESTION}>> and {{braces}}.")
@@ -114,7 +114,7 @@ def test_temperature_and_max_tokens_from_config_reach_the_model(fakes):
         retrievers=retrievers,
         rewriter_model=model,
     )
-    graph.invoke(QUESTION)
+    graph.invoke({"query": QUESTION})
     ((_, kwargs),) = model.calls
     assert kwargs["temperature"] == 0.3 and kwargs["max_tokens"] == 48
 
@@ -375,7 +375,7 @@ def test_hyde_passage_reaches_dense_branches_only_and_is_never_evidence(fakes):
         rewriter_model=rewriter_model,
         generator_model=generator_model,
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert [q["kind"] for q in result["queries"]] == ["original", "hyde"]
     assert lexical.queries == [QUESTION]
     assert sorted(dense.queries) == sorted([QUESTION, passage])
@@ -399,7 +399,7 @@ def test_rewriter_failure_under_skip_is_still_logged(fakes, caplog):
         rewriter_model=FakeListChatModel(responses=[f"1. {QUESTION}"]),
     )
     with caplog.at_level(logging.WARNING, logger="parallel_rag.nodes.rewrite.node"):
-        result = graph.invoke(QUESTION)
+        result = graph.invoke({"query": QUESTION})
     assert result["warnings"] == []
     assert any("rewriter failed" in r.getMessage() for r in caplog.records)
 
@@ -413,7 +413,7 @@ def test_rewriter_tokens_are_tagged_with_the_rewrite_node(fakes):
     graph = build_graph({}, retrievers=retrievers, rewriter_model=model)
     pieces = [
         (chunk.content, meta["langgraph_node"])
-        for chunk, meta in graph.stream(QUESTION, stream_mode="messages")
+        for chunk, meta in graph.stream({"query": QUESTION}, stream_mode="messages")
         if meta["langgraph_node"] != "generate"  # the (extractive) answer turn
     ]
     assert pieces and {node for _, node in pieces} == {"rewrite"}

@@ -179,14 +179,14 @@ def test_missing_model_builds_and_then_follows_on_failure(tmp_path, corpus, capl
     reranker = {"kind": "cross_encoder", "model": str(tmp_path / "nowhere")}
     graph = build_graph({"retrievers": [], "reranker": reranker}, retrievers=corpus(2))
     assert "reranker model unavailable" in caplog.text
-    result = graph.invoke("capital")
+    result = graph.invoke({"query": "capital"})
     assert len(result["warnings"]) == 2
     assert all("not found" in w and "kept retrieval order" in w for w in result["warnings"])
     assert [d["id"] for d in result["documents"]] == ["paris", "berlin"]
 
     blocking = {"retrievers": [], "reranker": {**reranker, "on_failure": "block"}}
     with pytest.raises(BlockedError, match="not found"):
-        build_graph(blocking, retrievers=corpus(2)).invoke("capital")
+        build_graph(blocking, retrievers=corpus(2)).invoke({"query": "capital"})
 
 
 # ---------------------------------------------------------------- candidate budget
@@ -196,7 +196,7 @@ def test_only_the_first_max_candidates_are_scored(fakes):
     scorer = FakeScorer({"text 2": 0.9, "text 1": 0.1, "text 5": 5.0})
     docs = five_docs(fakes)
     retrievers = {"a": fakes.ListRetriever(docs=docs), "b": fakes.ListRetriever(docs=docs[:1])}
-    result = graph_with(retrievers, scorer, max_candidates=2).invoke("q")
+    result = graph_with(retrievers, scorer, max_candidates=2).invoke({"query": "q"})
     assert sorted(scorer.calls) == [("q", ["text 1"]), ("q", ["text 1", "text 2"])]
     a = branch_sources(result, "a")
     # the scored head is reordered; the unscored tail follows in retrieval order, unscored
@@ -259,9 +259,9 @@ def test_budget_refusal_follows_on_failure(fakes, policy):
     graph = graph_with(retrievers, scorer, on_failure=policy)
     if policy == "block":
         with pytest.raises(BlockedError, match="max_tokens 512"):
-            graph.invoke("q")
+            graph.invoke({"query": "q"})
         return
-    result = graph.invoke("q")
+    result = graph.invoke({"query": "q"})
     assert list(branch_sources(result, "a")) == ["d1", "d2", "d3", "d4", "d5"]  # untouched
     if policy == "skip":
         assert result["warnings"] == []

@@ -169,7 +169,7 @@ def test_graph_reranks_each_branch_with_the_chat_model(fakes):
         retrievers={name: fakes.ListRetriever(docs=branch_docs(fakes)) for name in ("a", "b")},
         reranker_model=model,
     )
-    result = graph.invoke(QUERY)
+    result = graph.invoke({"query": QUERY})
     assert len(model.calls) == 2  # one window per branch, against the original query
     assert all(QUERY in call[1].content for call in model.calls)
     assert [d["id"] for d in result["documents"]] == ["d1", "d2", "d0"]
@@ -188,9 +188,9 @@ def test_an_unusable_reply_follows_on_failure(fakes, policy):
     )
     if policy == "block":
         with pytest.raises(BlockedError, match="names no passage"):
-            graph.invoke(QUERY)
+            graph.invoke({"query": QUERY})
         return
-    result = graph.invoke(QUERY)
+    result = graph.invoke({"query": QUERY})
     assert [d["id"] for d in result["documents"]] == ["d0", "d1", "d2"]  # retrieval order
     warned = [w for w in result["warnings"] if "reranker failed" in w]
     assert len(warned) == (2 if policy == "warn" else 0)
@@ -204,7 +204,7 @@ def test_the_ranking_prompt_is_replaced_from_config(fakes):
         retrievers={name: fakes.ListRetriever(docs=branch_docs(fakes)) for name in ("a", "b")},
         reranker_model=model,
     )
-    assert [d["id"] for d in graph.invoke(QUERY)["documents"]][0] == "d1"
+    assert [d["id"] for d in graph.invoke({"query": QUERY})["documents"]][0] == "d1"
     human = model.calls[0][1].content
     assert human.startswith(f"Order these 3 for '{QUERY}':\n[1]\n<passage>\n")
     assert human.endswith("</passage>\nBest first, numbers only.")

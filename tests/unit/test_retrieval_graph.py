@@ -25,7 +25,7 @@ def test_the_retrieval_graph_has_no_generate_node_and_returns_the_fused_document
     retrieval = build_retrieval_graph({"retrievers": []}, retrievers=retrievers)
     assert "generate" not in retrieval.get_graph().nodes
     assert {"retrieve", "fuse"} <= set(retrieval.get_graph().nodes)
-    result = retrieval.invoke(QUESTION)
+    result = retrieval.invoke({"query": QUESTION})
     assert set(result) == set(RetrievalResult.__annotations__)
     assert [d["id"] for d in result["documents"]] == ["paris", "berlin", "lyon"]
     assert [b["retriever"] for b in result["branches"]] == ["a", "b"]
@@ -42,8 +42,10 @@ def test_the_answer_graph_is_its_retrieval_graph_plus_generate(fakes):
     assert retrieval is graphs.retrieval and retrieval is not graph
     drawn = set(graph.get_graph().nodes) - set(retrieval.get_graph().nodes)
     assert drawn == {"generate"}
-    fused = retrieval.invoke(QUESTION)  # the exploding generator never runs here
-    answered = build_graph({"retrievers": []}, retrievers=two_lists(fakes)).invoke(QUESTION)
+    fused = retrieval.invoke({"query": QUESTION})  # the exploding generator never runs here
+    answered = build_graph({"retrievers": []}, retrievers=two_lists(fakes)).invoke(
+        {"query": QUESTION}
+    )
     assert fused["documents"] == answered["documents"]
     assert fused["queries"] == answered["queries"]
 
@@ -56,11 +58,11 @@ def test_the_answer_graph_is_its_retrieval_graph_plus_generate(fakes):
 def test_the_retrieval_graph_takes_and_checks_the_run_knobs(fakes):
     retrievers = two_lists(fakes)
     retrieval = compiled_graphs(retrievers).retrieval
-    only_b = retrieval.invoke(QUESTION, context={"retrievers": ["b"]})
+    only_b = retrieval.invoke({"query": QUESTION}, context={"retrievers": ["b"]})
     assert [b["retriever"] for b in only_b["branches"]] == ["b"]
     assert retrievers["a"].queries == []
     with pytest.raises(KnobError, match="retrievers: unknown retriever"):
-        retrieval.invoke(QUESTION, context={"retrievers": ["nope"]})
+        retrieval.invoke({"query": QUESTION}, context={"retrievers": ["nope"]})
 
 
 async def test_mcp_search_runs_the_retrieval_graph_and_never_the_generator(fakes):

@@ -261,7 +261,9 @@ def test_rewriter_model_fills_the_rewriter_slot(fakes):
     model = GenericFakeChatModel(
         messages=iter([AIMessage("1. vaccine immune training\n2. how vaccines work")])
     )
-    result = build_graph({}, retrievers=retrievers, rewriter_model=model).invoke(QUESTION)
+    result = build_graph({}, retrievers=retrievers, rewriter_model=model).invoke(
+        {"query": QUESTION}
+    )
     assert result["queries"] == [
         {"text": QUESTION, "kind": "original"},
         {"text": "vaccine immune training", "kind": "rewrite"},
@@ -281,7 +283,11 @@ def test_num_queries_from_config(fakes):
     graph = build_graph(
         {"rewriter": {"num_queries": 2}}, retrievers=two_retrievers(fakes), rewriter_model=model
     )
-    assert [q["text"] for q in graph.invoke(QUESTION)["queries"]] == [QUESTION, "one", "two"]
+    assert [q["text"] for q in graph.invoke({"query": QUESTION})["queries"]] == [
+        QUESTION,
+        "one",
+        "two",
+    ]
 
 
 def test_decompose_views_through_the_graph(fakes):
@@ -289,7 +295,7 @@ def test_decompose_views_through_the_graph(fakes):
     graph = build_graph(
         {"rewriter": {"kind": "decompose"}}, retrievers=two_retrievers(fakes), rewriter_model=model
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert [q["kind"] for q in result["queries"]] == ["original", "rewrite", "rewrite"]
 
 
@@ -299,7 +305,7 @@ def test_include_original_false(fakes):
     graph = build_graph(
         {"rewriter": {"include_original": False}}, retrievers=retrievers, rewriter_model=model
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["queries"] == [
         {"text": "vaccine training", "kind": "rewrite"},
         {"text": "immune memory", "kind": "rewrite"},
@@ -311,7 +317,7 @@ def test_include_original_false(fakes):
 def test_duplicate_rewrites_collapse_into_one_view(fakes):
     model = fakes.StaticChatModel(text=f"{QUESTION}\nsame view\nsame view\n  same view  ")
     graph = build_graph({}, retrievers=two_retrievers(fakes), rewriter_model=model)
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert [q["text"] for q in result["queries"]] == [QUESTION, "same view"]
     assert len(result["branches"]) == 4
 
@@ -324,7 +330,7 @@ def test_empty_rewriter_output_under_skip_falls_back_to_the_original(fakes, outp
         retrievers=retrievers,
         rewriter_model=fakes.StaticChatModel(text=output),
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["queries"] == [{"text": QUESTION, "kind": "original"}]
     assert result["warnings"] == []
     assert len(result["branches"]) == 2
@@ -337,7 +343,7 @@ def test_empty_rewriter_output_under_warn_warns(fakes):
         retrievers=two_retrievers(fakes),
         rewriter_model=fakes.StaticChatModel(text=""),
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["queries"] == [{"text": QUESTION, "kind": "original"}]
     (warning,) = result["warnings"]
     assert "rewriter" in warning
@@ -351,7 +357,7 @@ def test_empty_rewriter_output_under_block_raises(fakes):
         rewriter_model=fakes.StaticChatModel(text=""),
     )
     with pytest.raises(BlockedError, match="rewriter"):
-        graph.invoke(QUESTION)
+        graph.invoke({"query": QUESTION})
 
 
 async def test_empty_rewriter_output_under_block_raises_async(fakes):
@@ -361,7 +367,7 @@ async def test_empty_rewriter_output_under_block_raises_async(fakes):
         rewriter_model=fakes.StaticChatModel(text=""),
     )
     with pytest.raises(BlockedError, match="rewriter"):
-        await graph.ainvoke(QUESTION)
+        await graph.ainvoke({"query": QUESTION})
 
 
 def test_rewriter_policy_defaults_to_the_pipeline_policy(fakes):
@@ -371,14 +377,14 @@ def test_rewriter_policy_defaults_to_the_pipeline_policy(fakes):
         rewriter_model=fakes.StaticChatModel(text=""),
     )
     with pytest.raises(BlockedError, match="rewriter"):
-        graph.invoke(QUESTION)
+        graph.invoke({"query": QUESTION})
 
 
 def test_raising_rewriter_model_under_warn(fakes):
     graph = build_graph(
         {}, retrievers=two_retrievers(fakes), rewriter_model=fakes.ExplodingChatModel()
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     assert result["queries"] == [{"text": QUESTION, "kind": "original"}]
     (warning,) = result["warnings"]
     assert "must not be called" in warning
@@ -434,7 +440,7 @@ def test_prf_needs_no_model_and_reaches_lexical_branches_only(tmp_path, fakes):
         retrievers={"dense": dense},
         base_dir=tmp_path,
     )
-    result = graph.invoke(QUESTION)
+    result = graph.invoke({"query": QUESTION})
     kinds = [q["kind"] for q in result["queries"]]
     assert kinds == ["original", "expansion"]
     assert dense.queries == [QUESTION]
