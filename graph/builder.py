@@ -50,6 +50,7 @@ from parallel_rag.graph.configuration import (
     RewriterConfig,
 )
 from parallel_rag.graph.context import KnobScope, RAGContext, SwitchableRewriter
+from parallel_rag.graph.fitted_fusion import configures_fusion, fusion_plan
 from parallel_rag.graph.loading import load_config, parse_config
 from parallel_rag.graph.routing import QueryPrefetch, make_entry_router, make_view_router
 from parallel_rag.graph.state import (
@@ -292,6 +293,9 @@ def _retrieval_builder(parts: _Parts, output_schema: type, *, ends_at_fuse: bool
         k=pipeline.fusion.k,
         weights=pipeline.fusion.weights_for(sorted(parts.scope.dense)),
         method=pipeline.fusion.method,
+        source="configuration" if configures_fusion(pipeline) else "default",
+        # no fusion: block: the settings fitted to the corpus (graph/fitted_fusion.py)
+        plan=fusion_plan(pipeline, parts.root, parts.scope.retrievers, parts.scope.dense),
     )
     # fuse is short CPU work: under ainvoke/astream it runs on the event loop, no thread hop;
     # no store is searched after it, so the run's held revisions go

@@ -121,7 +121,15 @@ def run_with_progress(
     return {key: state[key] for key in graph.output_channels if key in state}
 
 
+def _require(extra: str, command: str) -> None:
+    """A one-line error naming the extra ``command`` needs, before importing it."""
+    from parallel_rag.backends.extras import require_extra
+
+    require_extra(extra, f"parallel-rag {command}")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    _require("servers", "serve")
     from parallel_rag.studio.admission import AdmissionLimits
     from parallel_rag.studio.langserve_app import serve
 
@@ -157,6 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_route(args: argparse.Namespace) -> int:
+    _require("servers", "route")
     from parallel_rag.studio.router.app import preview_question
     from parallel_rag.studio.router.errors import RouterError
 
@@ -175,6 +184,7 @@ def cmd_route(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    _require("eval", "eval")
     from parallel_rag.studio.evaluation import evaluate
 
     if args.queries is not None and args.queries < 1:
@@ -227,6 +237,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    _require("mcp", "mcp")
     from parallel_rag.studio.mcp_server import serve as serve_mcp
 
     if not 1 <= args.port <= 65535:
@@ -262,7 +273,7 @@ def _request(args: argparse.Namespace, question: str) -> dict:
 
 def _answer_graph(args: argparse.Namespace, checkpointer=None):
     """The graph ``ask`` and ``chat`` run (the --llm options applied), warmed up."""
-    from parallel_rag.graph.builder import build_graph, graph_profile
+    from parallel_rag.graph.builder import build_graphs
 
     resolved = _resolve(args)
     pipeline = resolved.runnable()
@@ -272,11 +283,9 @@ def _answer_graph(args: argparse.Namespace, checkpointer=None):
         pipeline = with_llm_endpoint(
             pipeline, args.llm, model=args.model, rewriter_kind=args.rewriter
         )
-    graph = build_graph(pipeline, base_dir=resolved.base_dir, checkpointer=checkpointer)
-    profile = graph_profile(graph)
-    if profile is not None:  # a large store is read now, not inside the branch's timeout
-        profile.warm_up()
-    return graph
+    graphs = build_graphs(pipeline, base_dir=resolved.base_dir, checkpointer=checkpointer)
+    graphs.warm_up()  # a large store is read now, not inside the branch's timeout
+    return graphs.graph
 
 
 def _print_result(args: argparse.Namespace, result: dict) -> None:
