@@ -668,4 +668,5 @@ BACKEND = BackendSpec(
     locations=lambda settings, base_dir: (
         [] if "://" in settings.uri else [resolve_path(settings.uri, base_dir)]
     ),
+    extra="milvus",
 )
