@@ -33,6 +33,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict  # pydantic needs it for schemas on Python 3.11
 
 MAX_QUERY_CHARS = 4000
@@ -60,6 +61,13 @@ def add_conversation(left: Any, right: Any) -> Any:
 Messages = Annotated[list[AnyMessage], add_conversation]
 
 
+class _MissingQuestion(str):
+    """Stands for an absent question while the request validates (a str: error bodies echo it)."""
+
+
+_MISSING_QUESTION = _MissingQuestion("")
+
+
 class RAGRequest(BaseModel):
     """What a caller may send: a ``query``, or a conversation (``messages``, its last turn the
     user's question). Unknown keys are refused."""
@@ -77,6 +85,22 @@ class RAGRequest(BaseModel):
         default=None, description="metadata equality filter every branch applies"
     )
     tenant: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mark_missing_question(cls, data: Any) -> Any:
+        # neither a query nor a conversation: reported on ``query`` as pydantic reports a
+        # missing field (loc ``query``, type ``missing``), which every surface names
+        if isinstance(data, dict) and data.get("query") is None and data.get("messages") is None:
+            return {**data, "query": _MISSING_QUESTION}
+        return data
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _question_present(cls, value: Any) -> Any:
+        if isinstance(value, _MissingQuestion):
+            raise PydanticCustomError("missing", "Field required (or a conversation in messages)")
+        return value
 
     @field_validator("query")
     @classmethod

@@ -407,7 +407,7 @@ def test_api_key_never_appears_in_errors_records_or_logs(caplog):
             }
         )
         result = graph.invoke({"query": "q"})
-    dumped = json.dumps(result)
+    dumped = json.dumps(result, default=str)
     assert "HTTP 401" in dumped
     assert KEY not in dumped
     assert KEY not in caplog.text and EXTRA not in dumped

@@ -154,4 +154,4 @@ def test_openai_branch_in_the_graph_with_a_tenant(server):
     assert result["documents"] and {d["metadata"]["tenant"] for d in result["documents"]} == {
         "acme"
     }
-    assert KEY not in json.dumps(result)
+    assert KEY not in json.dumps(result, default=str)

@@ -81,8 +81,7 @@ def test_route_previews_the_route_and_its_fusion(workspace):
         "method": "minmax",
         "dense_weight": 0.75,
         "weights": {"lexical": 1.0, "dense": 0.75},
-        "source": "default",  # the example corpus is too small to fit
-        "note": "corpus too small to fit: 80 chunks, fewer than 200",
+        "source": "configuration",  # router.yaml's docs route says its fusion: no fit applies
     }
 
 
@@ -100,7 +99,7 @@ def test_eval_scores_the_router_files_pipeline(workspace, tmp_path):
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\tada\t1\n")
     done = cli(workspace, "eval", str(beir), "--workdir", str(tmp_path / "work"), "--json")
     assert done.returncode == 0, done.stderr
-    assert set(json.loads(done.stdout)) == {"lexical", "dense", "fused"}
+    assert set(json.loads(done.stdout)) == {"lexical", "dense", "fused", "fusion"}
 
 
 async def test_mcp_serves_the_router_files_pipeline(workspace):

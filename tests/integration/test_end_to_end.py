@@ -151,6 +151,7 @@ def test_cli_ingest_and_ask_json(tmp_path):
         "messages",
         "answer",
         "resolution",
+        "fusion",
         "documents",
         "queries",
         "citations",

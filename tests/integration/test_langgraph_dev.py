@@ -120,6 +120,7 @@ async def test_assistant_schemas_are_narrow_and_complete(client_and_assistant):
     assert set(schemas["output_schema"]["properties"]) == {
         "messages",
         "resolution",
+        "fusion",
         "answer",
         "documents",
         "queries",
@@ -164,6 +165,7 @@ async def test_the_retrieval_graph_is_served_beside_it_and_never_generates(dev_s
     schemas = await client.assistants.get_schemas(assistant["assistant_id"])
     assert set(schemas["output_schema"]["properties"]) == {
         "resolution",
+        "fusion",
         "documents",
         "queries",
         "branches",

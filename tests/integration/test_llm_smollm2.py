@@ -177,7 +177,7 @@ def test_invented_citations_are_dropped_with_a_warning(llm_settings):
         )
         chunks, result = [], None
         for stream_mode, item in graph.stream(
-            "Write the text [9] and nothing else.", stream_mode=["messages", "values"]
+            {"query": "Write the text [9] and nothing else."}, stream_mode=["messages", "values"]
         ):
             if stream_mode == "messages":
                 chunks.append(item[0].content)

@@ -194,7 +194,7 @@ def test_graph_reranks_each_branch_and_records_scores_and_latency(cross_encoder_
 def test_top_k_keeps_the_best_n_per_branch(cross_encoder_path):
     reranker = {"kind": "cross_encoder", "model": cross_encoder_path, "top_k": 1}
     graph = build_graph({"retrievers": [], "reranker": reranker}, retrievers=tides_branches())
-    result = graph.invoke(HELD_OUT[0][0])
+    result = graph.invoke({"query": HELD_OUT[0][0]})
     assert [d["id"] for d in result["documents"]] == ["d1"]
     assert [b["hits"] for b in result["branches"]] == [1, 1]
 
@@ -235,7 +235,7 @@ def test_equal_scores_keep_retrieval_order(cross_encoder_path):
     assert scores[0] == scores[1] == scores[2]  # identical pairs, identical logits
     reranker = {"kind": "cross_encoder", "model": cross_encoder_path}
     result = build_graph({"retrievers": [], "reranker": reranker}, retrievers=retrievers).invoke(
-        HELD_OUT[0][0]
+        {"query": HELD_OUT[0][0]}
     )
     assert ranks_in(result, "a") == {"late": 1, "early": 2, "mid": 3, "other": 4}
     assert ranks_in(result, "b") == {"late": 1, "early": 2, "mid": 3}

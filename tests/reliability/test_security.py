@@ -276,7 +276,7 @@ async def test_langgraph_dev_results_and_log_carry_no_secret(dev_server, dev_cli
     kb = next(b for b in result["branches"] if b["retriever"] == "kb")
     assert kb["status"] == "failed" and "HTTP 401" in kb["error"] and "***" in kb["error"]
     assert any(w.startswith("generator failed") for w in result["warnings"])
-    assert_no_secret(json.dumps(result), "langgraph dev result")
+    assert_no_secret(json.dumps(result, default=str), "langgraph dev result")
     parts = []
     modes = ["updates", "custom", "debug", "events"]
     async for part in client.runs.stream(
@@ -344,7 +344,7 @@ def test_library_results_errors_and_logs_carry_no_secret(leaky_langserve, caplog
         with pytest.raises(BlockedError) as blocked:
             build_graph(data, base_dir=base_dir).invoke({"query": QUESTION})
     assert any(b["status"] == "failed" for b in result["branches"])
-    assert_no_secret(json.dumps(result), "library result")
+    assert_no_secret(json.dumps(result, default=str), "library result")
     assert_no_secret(str(blocked.value), "BlockedError")
     assert blocked.value.__cause__ is None or SEARCH_KEY not in str(blocked.value.__cause__)
     logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)

@@ -106,6 +106,9 @@ def test_models_without_their_extra_are_refused_at_load(monkeypatch, part, modul
 
 
 def test_a_chat_model_built_in_code_names_the_extra(monkeypatch):
+    from parallel_rag.nodes.chat_models import compatible_chat_openai_class
+
+    compatible_chat_openai_class.cache_clear()  # another test in this process may have built it
     hide(monkeypatch, "langchain_openai")
     with pytest.raises(MissingExtraError, match=r"parallel-rag\[openai\]"):
         make_chat_model(ChatModelSettings(model="m", base_url="http://127.0.0.1:9/v1"))
