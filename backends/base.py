@@ -23,7 +23,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
-from parallel_rag.backends.embeddings import BUNDLED, embedding_identity
+from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity
 from pydantic import BaseModel, Field
 
 SCORE_KEY = "retrieval_score"

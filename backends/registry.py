@@ -36,7 +36,9 @@ MODULES = (
 
 BACKENDS: dict[str, BackendSpec] = {
     spec.name: spec
-    for spec in (import_module(f"parallel_rag.backends.{module}").BACKEND for module in MODULES)
+    for spec in (
+        import_module(f"parallel_rag.backends.{module}.retriever").BACKEND for module in MODULES
+    )
 }
 """Every registered backend by its ``backend:`` name."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.embeddings import (
+from parallel_rag.backends.encoders.embeddings import (
     WrappedEmbeddings,
     embedding_identity,
     load_embeddings,

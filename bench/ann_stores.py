@@ -298,7 +298,7 @@ def run_one(
         exact_ms.append((time.perf_counter() - began) * 1000)
 
     import torch
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
 
     torch.set_num_threads(1)  # two shared cores: torch's intra-op threads only contend
     model = load_embeddings()
@@ -454,7 +454,7 @@ def exact_mixed_ms(
 def segment_counts(revision: Path) -> list[int]:
     """Segments a search visits in a revision: the passage shard's, then the sentence
     shard's (each segment is a folder under its shard's ``segments``)."""
-    from parallel_rag.backends.qdrant_edge_writes import SENTENCES_DIR
+    from parallel_rag.backends.qdrant_edge.writes import SENTENCES_DIR
 
     return [
         sum(1 for p in (shard / "segments").iterdir() if p.is_dir())
@@ -495,10 +495,11 @@ def run_sentences(
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
     import torch
-    from parallel_rag.backends import qdrant_edge, qdrant_edge_points
-    from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
-    from parallel_rag.backends.qdrant_edge_search import open_revision
-    from parallel_rag.backends.qdrant_edge_writes import write_chunks
+    from parallel_rag.backends.encoders.embeddings import BUNDLED, load_embeddings
+    from parallel_rag.backends.qdrant_edge import points as qdrant_edge_points
+    from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
+    from parallel_rag.backends.qdrant_edge.search import open_revision
+    from parallel_rag.backends.qdrant_edge.writes import write_chunks
 
     vectors, query_vectors = dataset(n, queries)
     build = {"m": m, "ef_construct": ef_construct, "sentence_ef_construct": sentence_ef_construct}
@@ -629,7 +630,7 @@ def encoder_variants(reps: int) -> list[dict[str, Any]]:
     """p50 wall and CPU per question of each way to run the query encoder, interleaved round
     by round so every variant sees the same machine load."""
     import torch
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
 
     shipped = load_embeddings().inner  # the ONNX wrapper when onnxruntime is installed
     langchain = getattr(shipped, "inner", shipped)  # HuggingFaceEmbeddings on torch
@@ -654,7 +655,7 @@ def encoder_variants(reps: int) -> list[dict[str, Any]]:
         "torch, bare forward under torch.inference_mode, 1 thread": (1, bare),
     }
     if shipped is not langchain:
-        variants["ONNX Runtime, 1 thread (shipped: backends/onnx_query.py)"] = (
+        variants["ONNX Runtime, 1 thread (shipped: backends/encoders/onnx_query.py)"] = (
             1,
             shipped.embed_query,
         )

@@ -202,7 +202,7 @@ def encode_cost(texts: list[str]) -> dict[str, float]:
     """One query encode on the product's own encoder (the bundled model's query path, below
     its query-vector cache, so every text is encoded): median wall and CPU ms. An unseen
     follow-up costs this once more than the same question as a query (two views to embed)."""
-    from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
+    from parallel_rag.backends.encoders.embeddings import BUNDLED, load_embeddings
 
     model = load_embeddings(BUNDLED)
     model = getattr(model, "inner", model)

@@ -488,7 +488,7 @@ def page_counts(sources: list[Source]) -> dict[str, int]:
 def versions() -> str:
     from importlib.metadata import version
 
-    from parallel_rag.backends.embeddings import BUNDLED, embedding_identity
+    from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity
 
     names = ["parallel-rag", "pypdfium2", "beautifulsoup4", "lxml", "markdownify"]
     names += ["qdrant-edge-py", "bm25s"]

@@ -7,7 +7,8 @@ hashes, ``*.vectors.npy`` the float32 rows). The Qdrant and Milvus stores, the
 ``EnsembleRetriever`` baseline and the embedding reranker all read the same vectors.
 
 ``CachedEmbeddings`` is a LangChain ``Embeddings`` over the cache: a miss is encoded by the real
-model (the one ``parallel_rag.backends.embeddings.load_embeddings`` returns) and stored, so the
+model (the one ``parallel_rag.backends.encoders.embeddings.load_embeddings`` returns) and
+stored, so the
 vectors are exactly the product's. ``install`` points the backends' ``load_embeddings`` at it for
 the bench process only.
 """
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends.embeddings import (
+from parallel_rag.backends.encoders.embeddings import (
     BUNDLED,
     document_encoder,
     embedding_identity,
@@ -199,10 +200,10 @@ class CachedEmbeddings(Embeddings):
 
 
 PATCHED_MODULES = (
-    "parallel_rag.backends.qdrant",
-    "parallel_rag.backends.milvus",
+    "parallel_rag.backends.qdrant.retriever",
+    "parallel_rag.backends.milvus.retriever",
     "parallel_rag.nodes.rerank.scorers",
-    "parallel_rag.backends.vectorstore",
+    "parallel_rag.backends.vectorstore.retriever",
     "parallel_rag.graph.components",
     "parallel_rag.studio.ingestion",
 )

@@ -167,7 +167,7 @@ class EmbeddedTexts:
 def measure(asked: list[dict]) -> tuple[dict, dict, dict]:
     """Per mode: per-request wall/CPU ms and embedded sentences, the answer rows, and the
     query encode times."""
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
     from parallel_rag.graph.components import make_generator
 
     model = load_embeddings()
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     first, last = parse_range(args.questions)
     questions = data.questions[first - 1 : last]
     WORK.mkdir(parents=True, exist_ok=True)
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
 
     load_embeddings().embed_query("warm-up")  # model load is not ingest or generation time
     costs = ingest_costs(collection(data, questions, args.docs), args.fresh)

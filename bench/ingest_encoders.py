@@ -10,7 +10,7 @@ its vectors with the torch ones (how far the stored vectors move). Rows:
 - torch, 64 at a time in corpus order: the previous ingest (``EMBED_BATCH = 64``);
 - torch, one length-sorted call: sentence-transformers sorts each call's texts by length;
 - torch with bfloat16 matrix products (``Bf16DocumentEmbeddings``), length-sorted batches;
-- ONNX Runtime fp32 (the graph ``backends/onnx_query.py`` exports), length-sorted batches;
+- ONNX Runtime fp32 (the graph ``backends/encoders/onnx_query.py`` exports), length-sorted batches;
 - ONNX Runtime int8 (that graph with dynamically quantized weights, per output channel), one
   text a run on one-thread sessions, a run per CPU at once: the ``int8`` document encoder.
 
@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from parallel_rag.backends.embeddings import (
+from parallel_rag.backends.encoders.embeddings import (
     BF16_BATCH,
     Bf16DocumentEmbeddings,
     bundled_model_path,
     load_embeddings,
 )
-from parallel_rag.backends.onnx_query import (
+from parallel_rag.backends.encoders.onnx_query import (
     OnnxQueryEmbeddings,
     encoder_threads,
     onnx_query_embeddings,

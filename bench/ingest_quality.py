@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from parallel_rag.backends.embeddings import document_encoder
+from parallel_rag.backends.encoders.embeddings import document_encoder
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import index_corpus, run_graph, score_runs

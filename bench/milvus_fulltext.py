@@ -86,7 +86,7 @@ class Clock:
 
 def bm25s_engine(chunks, analyzer: str):
     """(build, search) of the ``bm25`` backend's index with ``analyzer``."""
-    from parallel_rag.backends.bm25 import BM25Index
+    from parallel_rag.backends.bm25.retriever import BM25Index
     from parallel_rag.studio.evaluation import DOC_ID_KEY
 
     rows = [(c.id, c.content, c.metadata) for c in chunks]
@@ -105,7 +105,11 @@ def milvus_engine(chunks, work: Path, uri: str, analyzer_params: dict | None):
     """(build, search) of the ``milvus`` backend with ``search: full_text``: written by ingest's
     writer, searched by the backend's retriever."""
     from parallel_rag.backends.base import BackendContext, ChunkBatch
-    from parallel_rag.backends.milvus import MilvusFullTextRetriever, MilvusSettings, MilvusStore
+    from parallel_rag.backends.milvus.retriever import (
+        MilvusFullTextRetriever,
+        MilvusSettings,
+        MilvusStore,
+    )
     from parallel_rag.studio.evaluation import ranked_doc_ids
 
     settings = MilvusSettings(
@@ -218,7 +222,7 @@ def stop_server(process: subprocess.Popen) -> None:
 def run(name: str, *, collection=None, server: bool = False, log=print) -> dict[str, Any]:
     """Every row on one collection: ``collection`` (a ``BeirCollection``, e.g. a smoke slice)
     or, by default, the whole of ``name``'s judged test queries."""
-    from parallel_rag.backends.milvus import forget_stores
+    from parallel_rag.backends.milvus.retriever import forget_stores
     from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS
     from parallel_rag.studio.evaluation import corpus_chunks
 
@@ -276,7 +280,7 @@ def stemmer_probe(log=print) -> dict[str, Any]:
     ``STEMMER_ANALYZER`` holds "Computers running"; a stemming engine finds it for "computer
     runs" (and, the control, for "computers running"). Also whether it accepts the built-in
     ``{type: english}`` analyzer."""
-    from parallel_rag.backends.milvus import forget_stores
+    from parallel_rag.backends.milvus.retriever import forget_stores
     from parallel_rag.studio.evaluation import corpus_chunks
 
     work = Path(tempfile.mkdtemp(prefix="milvus-stemmer-"))

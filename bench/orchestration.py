@@ -46,7 +46,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
-from parallel_rag.backends.embeddings import WrappedEmbeddings, load_embeddings
+from parallel_rag.backends.encoders.embeddings import WrappedEmbeddings, load_embeddings
 from parallel_rag.graph.builder import build_graphs
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.context import RAGContext

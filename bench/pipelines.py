@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.embeddings import BUNDLED
-from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings
+from parallel_rag.backends.encoders.embeddings import BUNDLED
+from parallel_rag.backends.qdrant_edge.retriever import PassageSettings, QdrantEdgeSettings
 
 from bench.data import HotpotQA, sentence_fingerprint
 
@@ -158,7 +158,8 @@ def build_edge_indexes(
 def edge_reads_the_cache(cached) -> Iterator[None]:
     """The Qdrant Edge backend embeds queries (the retriever) and passages and sentences (its
     points) through the bench's cache."""
-    from parallel_rag.backends import qdrant_edge, qdrant_edge_points
+    from parallel_rag.backends.qdrant_edge import points as qdrant_edge_points
+    from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
 
     modules = (qdrant_edge, qdrant_edge_points)
     original = qdrant_edge.load_embeddings

@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.backends.embeddings import bundled_model_path
+from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.encoders.embeddings import bundled_model_path
 from parallel_rag.graph.configuration import PipelineConfig
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.fuse import reciprocal_rank_fusion

@@ -45,8 +45,8 @@ def bm25_scale(sizes, engines=("bm25s", "rank_bm25"), queries=100, timeout=1200,
 
 
 def edge_defaults() -> dict[str, int]:
-    """The shipped Qdrant Edge HNSW settings (``backends/qdrant_edge.py``)."""
-    from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings
+    """The shipped Qdrant Edge HNSW settings (``backends/qdrant_edge/retriever.py``)."""
+    from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings
 
     settings = QdrantEdgeSettings()
     return {"hnsw_ef": settings.hnsw_ef, "m": settings.m, "ef_construct": settings.ef_construct}

@@ -48,7 +48,7 @@ def scifact_texts_and_queries(n_queries: int) -> tuple[list[str], list[str]]:
 
 
 def bm25_task(args: dict) -> dict:
-    from parallel_rag.backends.bm25 import BM25Index
+    from parallel_rag.backends.bm25.retriever import BM25Index
 
     texts, queries = scifact_texts_and_queries(args.get("queries", 100))
     started = time.perf_counter()
@@ -111,8 +111,8 @@ def random_query_embeddings(dim: int):
         pass
 
     stub = Stub(dim)
-    import parallel_rag.backends.milvus as milvus
-    import parallel_rag.backends.qdrant as qdrant
+    import parallel_rag.backends.milvus.retriever as milvus
+    import parallel_rag.backends.qdrant.retriever as qdrant
 
     saved = [(module, module.load_embeddings) for module in (qdrant, milvus)]
     for module, _ in saved:
@@ -150,7 +150,11 @@ def _store_task(args: dict) -> dict:
     gc.collect()
     rss_before = current_rss_mb()
     if args["store"] == "qdrant":
-        from parallel_rag.backends.qdrant import QdrantRetriever, QdrantSettings, write_chunks
+        from parallel_rag.backends.qdrant.retriever import (
+            QdrantRetriever,
+            QdrantSettings,
+            write_chunks,
+        )
 
         settings = QdrantSettings(collection="scale", path=str(work / "qdrant"))
         started = time.perf_counter()
@@ -158,7 +162,11 @@ def _store_task(args: dict) -> dict:
         upsert_s = time.perf_counter() - started
         retriever = QdrantRetriever(settings=settings, k=10, embedding_model="bench-random")
     else:
-        from parallel_rag.backends.milvus import MilvusRetriever, MilvusSettings, write_chunks
+        from parallel_rag.backends.milvus.retriever import (
+            MilvusRetriever,
+            MilvusSettings,
+            write_chunks,
+        )
 
         settings = MilvusSettings(collection="scale", uri=str(work / "milvus.db"))
         started = time.perf_counter()
@@ -196,7 +204,7 @@ def _store_task(args: dict) -> dict:
 def ingest_task(args: dict) -> dict:
     """End-to-end ``ingest_paths`` (read, chunk, embed, write BM25 + Qdrant) on N SciFact
     abstracts against ``embed_documents`` alone on the same chunk texts."""
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
     from parallel_rag.graph.loading import parse_config
     from parallel_rag.studio.document_loading import load_chunks
     from parallel_rag.studio.ingestion import ingest_paths

@@ -30,7 +30,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 from parallel_rag.backends.base import retrieval_kind_of
-from parallel_rag.backends.secrets import register_secrets, secrets_in
+from parallel_rag.backends.shared.secrets import register_secrets, secrets_in
 from parallel_rag.graph.compiled import (
     RAGGraphs,
     Served,

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph.state import CompiledStateGraph
 from parallel_rag.backends.base import warm_up_each
-from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.secrets import describe_error
+from parallel_rag.backends.encoders.embeddings import load_embeddings
+from parallel_rag.backends.shared.secrets import describe_error
 from parallel_rag.graph.configuration import EmbeddingsConfig
 from parallel_rag.graph.context import KnobScope
 from parallel_rag.graph.routing import QueryPrefetch

@@ -11,7 +11,7 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.base import BackendContext, BuildRequest, SettingError, term_index_of
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.backends.registry import BACKENDS, term_index_backends
 from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.graph.configuration import (

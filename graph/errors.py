@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Self
 
-from parallel_rag.backends.secrets import MAX_ERROR_CHARS, redact
+from parallel_rag.backends.shared.secrets import MAX_ERROR_CHARS, redact
 from pydantic import ValidationError
 
 Problem = tuple[str, str]

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.atomic_files import write_file
 from parallel_rag.backends.registry import store_locations
+from parallel_rag.backends.shared.atomic_files import write_file
 from parallel_rag.graph.configuration import PipelineConfig
 from parallel_rag.nodes.fuse import FUSION_METHODS, FusionPlan
 

@@ -11,7 +11,8 @@ The entry runs as the run starts, before any node (a conditional edge from START
 the run's knobs against what the pipeline can honour (``KnobScope.check``, a ``KnobError``
 naming the field) and the run's request (``graph/request.py``: its first task writes the
 request's shape into the state), opens the run's hold on each store's live revision
-(``backends/revisions.py``; LangGraph runs it in a worker thread under ``ainvoke``/``astream``,
+(``backends/shared/revisions.py``; LangGraph runs it in a worker thread under
+``ainvoke``/``astream``,
 so opening a new revision never blocks the event loop), and starts embedding the original query
 for the dense branches that will search it (``QueryPrefetch``), so the encode runs while the
 graph schedules the branches.
@@ -26,8 +27,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from parallel_rag.backends.base import query_embedding
-from parallel_rag.backends.embeddings import loaded_embeddings
-from parallel_rag.backends.revisions import (
+from parallel_rag.backends.encoders.embeddings import loaded_embeddings
+from parallel_rag.backends.shared.revisions import (
     close_run,
     hold_stores_for_run,
     open_run,

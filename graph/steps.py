@@ -32,7 +32,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import run_in_executor
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command
-from parallel_rag.backends.revisions import close_run, within_run
+from parallel_rag.backends.shared.revisions import close_run, within_run
 from parallel_rag.graph.context import UNSET, knobs_from
 from parallel_rag.graph.request import CLEARED, REQUEST, threaded
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
 from langgraph.errors import GraphBubbleUp
-from parallel_rag.backends.secrets import describe_error
+from parallel_rag.backends.shared.secrets import describe_error
 
 FailurePolicy = Literal["skip", "warn", "block"]
 T = TypeVar("T")

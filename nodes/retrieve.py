@@ -36,7 +36,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 from parallel_rag.backends.base import SCORE_KEY, RetrievalKind, matches_filter
-from parallel_rag.backends.lookups import (
+from parallel_rag.backends.shared.lookups import (
     FallbackRetriever,
     Lookup,
     LookupCall,

@@ -431,7 +431,7 @@ def fit_fusion(
 
 def _indexed_chunks(config: PipelineConfig, base_dir: Path) -> int:
     """Chunks in the first bm25 index, from its manifest (0 when there is none)."""
-    from parallel_rag.backends.bm25_updates import stored_manifest
+    from parallel_rag.backends.bm25.updates import stored_manifest
 
     entry = next((e for e in config.retrievers if e.backend == "bm25"), None)
     manifest = stored_manifest(entry.backend_config.index_dir(base_dir)) if entry else None

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
-from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
+from parallel_rag.backends.encoders.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.registry import BACKENDS, leaf_entries, named_store, store_writer
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.backends.text_analysis import split_sentences

@@ -24,7 +24,7 @@ from fastapi.encoders import jsonable_encoder  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from langchain_core.runnables import RunnableBinding  # noqa: E402
-from parallel_rag.backends.secrets import redact  # noqa: E402
+from parallel_rag.backends.shared.secrets import redact  # noqa: E402
 from parallel_rag.graph.builder import (  # noqa: E402
     ConfigSource,
     Served,

@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph  # noqa: E402
 from mcp.server.mcpserver import MCPServer  # noqa: E402
 from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 from mcp_types import CallToolResult, TextContent  # noqa: E402
-from parallel_rag.backends.secrets import redact  # noqa: E402
+from parallel_rag.backends.shared.secrets import redact  # noqa: E402
 from parallel_rag.graph.builder import (  # noqa: E402
     ConfigSource,
     Served,

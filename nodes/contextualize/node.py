@@ -23,7 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Overwrite
-from parallel_rag.backends.secrets import describe_error
+from parallel_rag.backends.shared.secrets import describe_error
 from parallel_rag.nodes.contextualize.carry_over import Resolution, resolve
 from parallel_rag.nodes.contextualize.condense import condense
 from parallel_rag.nodes.contextualize.history import Turn, recent_turns

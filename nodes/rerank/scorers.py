@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from parallel_rag.backends.embeddings import (
+from parallel_rag.backends.encoders.embeddings import (
     BUNDLED,
     embedding_identity,
     load_embeddings,

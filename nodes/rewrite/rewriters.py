@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
-from parallel_rag.backends.bm25 import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Index
 from parallel_rag.backends.text_analysis import get_analyzer
 from parallel_rag.nodes import prompts
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.embeddings import BUNDLED, embedding_identity
-from parallel_rag.backends.secrets import register_secrets
+from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity
+from parallel_rag.backends.shared.secrets import register_secrets
 from parallel_rag.graph.configuration import PipelineConfig
 
 

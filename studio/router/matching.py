@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.studio.router.configuration import AUTO_MODEL, RouterConfig
 from parallel_rag.studio.router.errors import RouterError
 

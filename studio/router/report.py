@@ -10,7 +10,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from parallel_rag.backends.secrets import redact
+from parallel_rag.backends.shared.secrets import redact
 
 HEADER_PREFIX = "x-parallel-rag-"
 RESPONSE_FIELD = "parallel_rag"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.secrets import redact
+from parallel_rag.backends.shared.secrets import redact
 from parallel_rag.nodes.failure_policy import BlockedError
 from parallel_rag.studio.router.cache import ContextCache, RedisContextCache, cache_key
 from parallel_rag.studio.router.configuration import Decision

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.responses import Response
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.backends.registry import store_locations
 from parallel_rag.graph.builder import build_graphs, graphs_of, retrieval_graph_of
 from parallel_rag.studio.router import preview as previews

@@ -41,8 +41,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from parallel_rag.backends.milvus import DEFAULT_URI as MILVUS_DEFAULT_URI
-from parallel_rag.backends.qdrant import DEFAULT_PATH as QDRANT_DEFAULT_PATH
+from parallel_rag.backends.milvus.retriever import DEFAULT_URI as MILVUS_DEFAULT_URI
+from parallel_rag.backends.qdrant.retriever import DEFAULT_PATH as QDRANT_DEFAULT_PATH
 from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.studio.router.semantic_router_providers import (
     ProviderModel,

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from parallel_rag.backends.secrets import register_secrets
+from parallel_rag.backends.shared.secrets import register_secrets
 from parallel_rag.studio.router.configuration import Decision, RouterConfig
 from parallel_rag.studio.router.errors import RouterError
 

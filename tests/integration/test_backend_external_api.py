@@ -22,8 +22,8 @@ from backend_servers import (
     pinecone_route,
     weaviate_route,
 )
-from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.json_http import DEFAULT_MAX_RESPONSE_BYTES, BackendRequestError
+from parallel_rag.backends.encoders.embeddings import load_embeddings
+from parallel_rag.backends.shared.json_http import DEFAULT_MAX_RESPONSE_BYTES, BackendRequestError
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig

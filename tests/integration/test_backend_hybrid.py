@@ -16,7 +16,7 @@ from backend_servers import (
     VectorIndex,
     pinecone_route,
 )
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.graph.loading import parse_config

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS, LoopbackServer, VectorIndex, openai_route
-from parallel_rag.backends.embeddings import load_embeddings
-from parallel_rag.backends.json_http import BackendRequestError
+from parallel_rag.backends.encoders.embeddings import load_embeddings
+from parallel_rag.backends.shared.json_http import BackendRequestError
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, ConfigError, EmbeddingsConfig

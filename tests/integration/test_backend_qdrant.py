@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from backend_servers import BRIDGE_QUESTION
-from parallel_rag.backends import qdrant
+from parallel_rag.backends.qdrant import retriever as qdrant
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig

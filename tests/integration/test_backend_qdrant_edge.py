@@ -16,20 +16,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
-from parallel_rag.backends.mapped_files import mapped_ranges
-from parallel_rag.backends.qdrant_edge import (
+from parallel_rag.backends.qdrant_edge.retriever import (
     QdrantEdgeRetriever,
     QdrantEdgeSettings,
     current_revision,
 )
-from parallel_rag.backends.qdrant_edge_search import OpenRevision, open_revision, search_params
-from parallel_rag.backends.qdrant_edge_writes import (
+from parallel_rag.backends.qdrant_edge.search import OpenRevision, open_revision, search_params
+from parallel_rag.backends.qdrant_edge.writes import (
     SENTENCES_DIR,
     stored_datatype,
     stored_fingerprints,
     write_chunks,
 )
-from parallel_rag.backends.revisions import CURRENT_FILE
+from parallel_rag.backends.shared.mapped_files import mapped_ranges
+from parallel_rag.backends.shared.revisions import CURRENT_FILE
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
@@ -118,7 +118,8 @@ def test_the_store_persists_and_another_process_reads_it(ingested):
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from parallel_rag.backends.qdrant_edge import QdrantEdgeRetriever, QdrantEdgeSettings\n"
+        "from parallel_rag.backends.qdrant_edge.retriever import (\n"
+        "    QdrantEdgeRetriever, QdrantEdgeSettings)\n"
         "settings = QdrantEdgeSettings(path='edge')\n"
         "r = QdrantEdgeRetriever(settings=settings, base_dir=Path(sys.argv[1]))\n"
         "print(json.dumps([d.id for d in r.invoke(sys.argv[2], k=3)]))\n"
@@ -470,7 +471,7 @@ def test_readers_keep_answering_during_a_write(tmp_path):
 KILLED_WRITER = """
 import sys
 import numpy as np
-from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings, write_chunks
+from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings, write_chunks
 settings = QdrantEdgeSettings(path=sys.argv[1])
 vectors = np.random.default_rng(7).normal(size=(200_000, 32)).astype(np.float32)
 print("writing", flush=True)

@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 from parallel_rag.backends.base import BackendContext
-from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
-from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings, QdrantEdgeStore
-from parallel_rag.backends.qdrant_edge_points import passage_splitter
-from parallel_rag.backends.qdrant_edge_search import open_revision
-from parallel_rag.backends.qdrant_edge_writes import write_chunks
+from parallel_rag.backends.encoders.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.qdrant_edge.points import passage_splitter
+from parallel_rag.backends.qdrant_edge.retriever import (
+    PassageSettings,
+    QdrantEdgeSettings,
+    QdrantEdgeStore,
+)
+from parallel_rag.backends.qdrant_edge.search import open_revision
+from parallel_rag.backends.qdrant_edge.writes import write_chunks
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config

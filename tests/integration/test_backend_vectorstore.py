@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
-from parallel_rag.backends import vectorstore
-from parallel_rag.backends.revisions import CURRENT_FILE
-from parallel_rag.backends.vectorstore import VectorStoreSettings, open_store
+from parallel_rag.backends.shared.revisions import CURRENT_FILE
+from parallel_rag.backends.vectorstore import retriever as vectorstore
+from parallel_rag.backends.vectorstore.retriever import VectorStoreSettings, open_store
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig

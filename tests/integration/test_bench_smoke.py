@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings
+from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings
 
 pytestmark = pytest.mark.integration
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -30,7 +30,7 @@ import yaml
 from app_servers import running_serve
 from document_files import write_pdf
 from mcp import Client
-from parallel_rag.backends.revisions import current_revision
+from parallel_rag.backends.shared.revisions import current_revision
 from parallel_rag.graph.loading import default_config_dict
 from scripted_server import CHAT_COMPLETION, ScriptedServer, answer
 from servers import BIN, ServerProcess, free_port
@@ -298,8 +298,8 @@ def test_a_request_in_flight_answers_from_the_revisions_it_started_with(tmp_path
     """Both branches of a request hold their store's revision when two ingests (another
     process) publish newer ones, the first of them dropped from disk by the second: the
     request answers from what it held, whole; the next request from the newest."""
-    from parallel_rag.backends import qdrant_edge
-    from parallel_rag.backends.bm25 import BM25Index
+    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
 
     graph = graph_over_first_files(tmp_path)
     store = tmp_path / ".parallel-rag" / "qdrant_edge"
@@ -323,9 +323,9 @@ def test_a_run_reads_the_revisions_that_were_live_when_it_started(tmp_path, monk
     """A run with a query rewriter (``prf``: it reads the BM25 index before any branch
     starts) is held in its rewriting while two ingests publish: its branches, the dense one
     included, which had not searched yet, answer from the revisions live at the run's start
-    (the graph's entry router takes them then: ``backends/revisions.py``), and the next run
+    (the graph's entry router takes them then: ``backends/shared/revisions.py``), and the next run
     from the new."""
-    from parallel_rag.backends.bm25 import BM25Index
+    from parallel_rag.backends.bm25.retriever import BM25Index
 
     graph = graph_over_first_files(tmp_path, rewriter={"kind": "prf"})
     hold = Hold()

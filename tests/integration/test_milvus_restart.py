@@ -5,7 +5,7 @@ dense), two ``parallel-rag serve`` replicas on one config.
 
 A restarted ``milvus-lite server`` brings its collections back *released*; each replica's
 cached store must load them again by itself, say so once in its log, and read an outage as its
-own one-line failures, not pymilvus's tracebacks (``backends/milvus_outages.py``). The last
+own one-line failures, not pymilvus's tracebacks (``backends/milvus/outages.py``). The last
 test pins down why a one-file ingest scores low on Milvus Lite's full text (docs/cluster.md)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import httpx
 import pytest
 import yaml
 from app_servers import running_serve
-from parallel_rag.backends.milvus import forget_stores
+from parallel_rag.backends.milvus.retriever import forget_stores
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config

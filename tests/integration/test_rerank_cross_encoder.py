@@ -21,7 +21,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.base import scored_document
-from parallel_rag.backends.embeddings import bundled_model_path
+from parallel_rag.backends.encoders.embeddings import bundled_model_path
 from parallel_rag.graph import ConfigError, build_graph
 from parallel_rag.graph.components import make_scorer
 from parallel_rag.graph.configuration import RerankerConfig

@@ -87,7 +87,7 @@ def test_keyword_stuffed_passage_drops_below_the_relevant_one(indexed):
 
 
 def test_scorer_loads_the_model_once_per_process(indexed):
-    from parallel_rag.backends import embeddings
+    from parallel_rag.backends.encoders import embeddings as embeddings
 
     first = make_scorer(RerankerConfig(kind="embedding"))
     loads = embeddings._load.cache_info().misses

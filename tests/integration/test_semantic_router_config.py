@@ -18,7 +18,7 @@ import pytest
 import yaml
 from app_servers import running_serve
 from backend_servers import BRIDGE_QUESTION, LoopbackServer, Reply, VectorIndex, openai_route
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from servers import free_port
 
 pytestmark = pytest.mark.integration

@@ -274,7 +274,7 @@ def test_cache_settings_are_checked(settings, expected):
 
 
 def test_the_redis_password_never_shows(monkeypatch):
-    from parallel_rag.backends.secrets import redact
+    from parallel_rag.backends.shared.secrets import redact
     from parallel_rag.studio.router.cache import context_cache
     from parallel_rag.studio.router.configuration import ContextCacheConfig
 

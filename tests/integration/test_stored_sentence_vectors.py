@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from parallel_rag.backends.embeddings import embedding_identity, load_embeddings
+from parallel_rag.backends.encoders.embeddings import embedding_identity, load_embeddings
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.builder import build_graph

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from parallel_rag.backends import bm25, qdrant_edge_search
-from parallel_rag.backends.hybrid import HybridRetriever
+from parallel_rag.backends.bm25 import retriever as bm25
+from parallel_rag.backends.hybrid.retriever import HybridRetriever
+from parallel_rag.backends.qdrant_edge import search as qdrant_edge_search
 from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.studio.cli import main
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from parallel_rag.backends.bm25 import BM25Index
-from parallel_rag.backends.milvus import MilvusSettings, open_store
-from parallel_rag.backends.qdrant import QdrantSettings, shared_client
+from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.milvus.retriever import MilvusSettings, open_store
+from parallel_rag.backends.qdrant.retriever import QdrantSettings, shared_client
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.cli import main
@@ -73,7 +73,7 @@ if point == "bm25-between-renames":
 
     os.rename = rename
 elif point == "qdrant-mid-upsert":
-    from parallel_rag.backends import qdrant
+    from parallel_rag.backends.qdrant import retriever as qdrant
     from qdrant_client import QdrantClient
 
     qdrant.write_chunks.__kwdefaults__["batch_size"] = 4
@@ -88,7 +88,7 @@ elif point == "qdrant-mid-upsert":
     QdrantClient.upsert = upsert
 elif point == "milvus-mid-insert":
     from langchain_milvus import Milvus
-    from parallel_rag.backends import milvus
+    from parallel_rag.backends.milvus import retriever as milvus
 
     milvus.write_chunks.__kwdefaults__["batch_size"] = 4
     real_add, calls = Milvus.add_embeddings, []

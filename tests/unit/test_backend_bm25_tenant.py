@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from parallel_rag.backends.bm25 import BM25Index, BM25Retriever
+from parallel_rag.backends.bm25.retriever import BM25Index, BM25Retriever
 
 DOCS = [
     ("acme-bridge", "The Golden Gate Bridge opened in 1937.", {"tenant": "acme"}),

@@ -8,21 +8,24 @@ from pathlib import Path
 
 import pytest
 from parallel_rag.backends.base import query_embedding, retrieval_kind_of
-from parallel_rag.backends.external_api import (
+from parallel_rag.backends.external_api.retriever import (
     ExternalAPIRetriever,
     ExternalAPISettings,
     pinecone_filter,
     render_template,
     weaviate_where,
 )
-from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.backends.json_http import display_url, effective_max_bytes
-from parallel_rag.backends.milvus import MilvusRetriever
-from parallel_rag.backends.milvus_expressions import check_filter_expression, milvus_expression
-from parallel_rag.backends.openai_file_search import OpenAIFileSearchRetriever, openai_filters
+from parallel_rag.backends.hybrid.retriever import HybridRetriever
+from parallel_rag.backends.milvus.expressions import check_filter_expression, milvus_expression
+from parallel_rag.backends.milvus.retriever import MilvusRetriever
+from parallel_rag.backends.openai_file_search.retriever import (
+    OpenAIFileSearchRetriever,
+    openai_filters,
+)
 from parallel_rag.backends.registry import BACKENDS
-from parallel_rag.backends.secrets import REDACTED, redact, register_secrets
-from parallel_rag.backends.vectorstore import VectorStoreRetriever
+from parallel_rag.backends.shared.json_http import display_url, effective_max_bytes
+from parallel_rag.backends.shared.secrets import REDACTED, redact, register_secrets
+from parallel_rag.backends.vectorstore.retriever import VectorStoreRetriever
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.graph.loading import parse_config

@@ -15,7 +15,7 @@ import pytest
 from fake_scorer import FakeScorer
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from parallel_rag.backends.hybrid import HybridRetriever
+from parallel_rag.backends.hybrid.retriever import HybridRetriever
 from parallel_rag.graph import build_graph
 from parallel_rag.nodes.failure_policy import BlockedError
 from pydantic import ConfigDict, Field

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 from mcp_types import CallToolResult, ImageContent, TextContent
-from parallel_rag.backends.json_http import BackendResponseError
-from parallel_rag.backends.mcp import MCPSettings, render_arguments, result_documents, text_id
+from parallel_rag.backends.mcp.retriever import (
+    MCPSettings,
+    render_arguments,
+    result_documents,
+    text_id,
+)
+from parallel_rag.backends.shared.json_http import BackendResponseError
 from pydantic import ValidationError
 
 VALUES = {
@@ -116,7 +121,7 @@ def test_malformed_results_are_errors_naming_where(structured, content, message)
 
 
 def test_bounded_lines_split_across_chunks_and_refuse_a_line_over_the_limit():
-    from parallel_rag.backends.mcp import BoundedLines, ResponseTooLargeError
+    from parallel_rag.backends.mcp.retriever import BoundedLines, ResponseTooLargeError
 
     lines = BoundedLines(lambda: 5)
     assert lines.feed(b"ab") == []

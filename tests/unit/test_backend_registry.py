@@ -259,9 +259,12 @@ def test_bm25_evaluation_indexes_the_collection_alone(tmp_path):
 
 
 def test_a_hybrid_embeds_its_query_as_its_primary_does(tmp_path):
-    from parallel_rag.backends.bm25 import BM25Retriever
-    from parallel_rag.backends.hybrid import HybridRetriever
-    from parallel_rag.backends.vectorstore import VectorStoreRetriever, VectorStoreSettings
+    from parallel_rag.backends.bm25.retriever import BM25Retriever
+    from parallel_rag.backends.hybrid.retriever import HybridRetriever
+    from parallel_rag.backends.vectorstore.retriever import (
+        VectorStoreRetriever,
+        VectorStoreSettings,
+    )
 
     dense = VectorStoreRetriever(
         settings=VectorStoreSettings(vector_store_id="kb"), embedding_model="m", device="cpu"

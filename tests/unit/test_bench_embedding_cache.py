@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from parallel_rag.backends.embeddings import BUNDLED, DOCUMENT_ENCODER_ENV
+from parallel_rag.backends.encoders.embeddings import BUNDLED, DOCUMENT_ENCODER_ENV
 
 # bench/ is not an installed package: load the one module (it imports only parallel_rag)
 _SOURCE = Path(__file__).resolve().parents[2] / "bench" / "embedding_cache.py"

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from langchain_core.runnables import RunnableLambda
-from parallel_rag.backends import bm25 as bm25_module
 from parallel_rag.backends import text_analysis
 from parallel_rag.backends.base import SCORE_KEY, retrieval_kind_of
-from parallel_rag.backends.bm25 import (
+from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25.retriever import (
     BM25Chunk,
     BM25Index,
     BM25Retriever,

@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from parallel_rag.backends import bm25 as bm25_module
-from parallel_rag.backends.bm25 import (
+from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25.retriever import (
     BM25Index,
     BM25Retriever,
     BM25Settings,

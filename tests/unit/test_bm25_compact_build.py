@@ -10,8 +10,8 @@ import random
 import bm25s
 import numpy as np
 import pytest
-from parallel_rag.backends import bm25 as bm25_module
-from parallel_rag.backends.bm25 import (
+from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25.retriever import (
     BM25S_DIR,
     FORMAT_VERSION,
     MANIFEST_FILE,

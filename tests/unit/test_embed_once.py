@@ -10,12 +10,12 @@ from collections import Counter
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends import embeddings as shared
-from parallel_rag.backends.embeddings import QueryOnceEmbeddings
-from parallel_rag.backends.qdrant_edge import QdrantEdgeSettings
-from parallel_rag.backends.qdrant_edge_writes import write_chunks as write_edge
-from parallel_rag.backends.vectorstore import store_path
-from parallel_rag.backends.vectorstore import write_chunks as write_managed
+from parallel_rag.backends.encoders import embeddings as shared
+from parallel_rag.backends.encoders.embeddings import QueryOnceEmbeddings
+from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings
+from parallel_rag.backends.qdrant_edge.writes import write_chunks as write_edge
+from parallel_rag.backends.vectorstore.retriever import store_path
+from parallel_rag.backends.vectorstore.retriever import write_chunks as write_managed
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.loading import parse_config
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import pytest
-from parallel_rag.backends.secrets import register_secrets
+from parallel_rag.backends.shared.secrets import register_secrets
 from parallel_rag.graph.errors import (
     ConfigError,
     FieldError,

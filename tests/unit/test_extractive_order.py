@@ -125,7 +125,7 @@ ADA_NOTES = (
 
 @pytest.fixture(scope="module")
 def minilm():
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
     from parallel_rag.graph.loading import load_config
 
     config, _ = load_config(None)

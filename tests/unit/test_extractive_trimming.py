@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.backends.text_analysis import analyze
 from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
 from parallel_rag.nodes.generate.questions import answer_kind, opens_with_reference

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from document_files import two_bm25_config
-from parallel_rag.backends.bm25 import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Index
 from parallel_rag.studio import ingestion
 from parallel_rag.studio.chunk_spool import ChunkSpool, file_batches
 from parallel_rag.studio.document_loading import Chunk, load_chunks

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 from document_files import PDF_PAGES, two_bm25_config, write_pdf
-from parallel_rag.backends.embeddings import embedding_identity
+from parallel_rag.backends.encoders.embeddings import embedding_identity
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.studio import ingestion
 from parallel_rag.studio.document_loading import Chunk

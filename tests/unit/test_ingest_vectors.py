@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from parallel_rag.backends.embeddings import load_embeddings
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.studio import ingestion
 from parallel_rag.studio.document_loading import Chunk
 
@@ -36,6 +36,6 @@ def test_no_chunk_to_embed_loads_no_model(monkeypatch):
 
 
 def _model() -> tuple[str, str, bool]:
-    from parallel_rag.backends.embeddings import BUNDLED
+    from parallel_rag.backends.encoders.embeddings import BUNDLED
 
     return BUNDLED, "cpu", False

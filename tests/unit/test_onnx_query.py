@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from parallel_rag.backends.embeddings import (
+from parallel_rag.backends.encoders.embeddings import (
     BF16_BATCH,
     BF16_ROW_STEP,
     BF16_WIDTH_STEP,
@@ -21,7 +21,7 @@ from parallel_rag.backends.embeddings import (
     document_encoder,
     load_embeddings,
 )
-from parallel_rag.backends.onnx_query import (
+from parallel_rag.backends.encoders.onnx_query import (
     ARENA_SHRINKAGE,
     DOCUMENT_BATCH,
     OnnxQueryEmbeddings,
@@ -123,7 +123,7 @@ def test_bf16_batches_have_a_few_shapes_and_the_same_vectors(torch_model, monkey
 def test_the_query_session_is_made_on_the_first_query_only(torch_model, monkeypatch):
     """An ingest embeds documents and never a query: with a document session, the one-thread
     query session (about 100 MB) waits for a query, then gives the torch vectors."""
-    import parallel_rag.backends.onnx_query as onnx_query
+    import parallel_rag.backends.encoders.onnx_query as onnx_query
 
     made = []
     real = onnx_query._session
@@ -238,7 +238,7 @@ def test_int8_encoder_runs_documents_on_int8_one_text_a_run(torch_model):
 def test_an_int8_graph_that_moves_vectors_too_far_is_refused(torch_model, monkeypatch, tmp_path):
     """A graph quantized per tensor (about four times as far from torch as per channel) fails
     the probe bound: short documents then run in float32."""
-    import parallel_rag.backends.onnx_query as onnx_query
+    import parallel_rag.backends.encoders.onnx_query as onnx_query
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     per_tensor = tmp_path / "per-tensor.onnx"
@@ -252,7 +252,7 @@ def test_an_int8_graph_that_moves_vectors_too_far_is_refused(torch_model, monkey
 
 
 def test_int8_falls_back_to_float32_when_quantization_fails(torch_model, monkeypatch, tmp_path):
-    import parallel_rag.backends.onnx_query as onnx_query
+    import parallel_rag.backends.encoders.onnx_query as onnx_query
 
     monkeypatch.setattr(onnx_query, "quantized_graph", lambda model_dir: tmp_path / "q.onnx")
     monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
@@ -267,7 +267,7 @@ def test_int8_falls_back_to_float32_when_quantization_fails(torch_model, monkeyp
 def test_the_int8_choice_loads_the_int8_encoder(monkeypatch):
     """``PARALLEL_RAG_DOCUMENT_ENCODER=int8`` through the shared loader: queries on ONNX in
     float32, documents on int8, no bf16 wrapper."""
-    from parallel_rag.backends.embeddings import _load
+    from parallel_rag.backends.encoders.embeddings import _load
 
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "int8")
     model = _load.__wrapped__("bundled", "cpu").inner

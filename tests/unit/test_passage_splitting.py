@@ -4,9 +4,9 @@ the packaged MiniLM reads whole, measured with its own tokenizer, each led by th
 from __future__ import annotations
 
 import pytest
-from parallel_rag.backends.embeddings import BUNDLED, load_embeddings
-from parallel_rag.backends.qdrant_edge import PassageSettings, QdrantEdgeSettings
-from parallel_rag.backends.qdrant_edge_points import passage_point_id, passage_splitter, point_id
+from parallel_rag.backends.encoders.embeddings import BUNDLED, load_embeddings
+from parallel_rag.backends.qdrant_edge.points import passage_point_id, passage_splitter, point_id
+from parallel_rag.backends.qdrant_edge.retriever import PassageSettings, QdrantEdgeSettings
 from pydantic import ValidationError
 
 WORDS = (

@@ -14,16 +14,16 @@ from collections import Counter
 import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
-from parallel_rag.backends import embeddings as shared
-from parallel_rag.backends.embeddings import (
+from parallel_rag.backends.encoders import embeddings as shared
+from parallel_rag.backends.encoders.embeddings import (
     PREFETCH_LIMIT,
     PREFETCH_WORKERS,
     QueryOnceEmbeddings,
     load_embeddings,
     prefetches_in_flight,
 )
-from parallel_rag.backends.qdrant_edge import QdrantEdgeRetriever, QdrantEdgeSettings
-from parallel_rag.backends.qdrant_edge_writes import write_chunks as write_edge
+from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeRetriever, QdrantEdgeSettings
+from parallel_rag.backends.qdrant_edge.writes import write_chunks as write_edge
 from parallel_rag.graph.builder import build_graphs
 from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever

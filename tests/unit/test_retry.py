@@ -1,4 +1,4 @@
-"""Retries of the JSON-over-HTTP client (``backends/json_http.py``): transient failures only
+"""Retries of the JSON-over-HTTP client (``backends/shared/json_http.py``): transient failures only
 (connection refused or reset, a connection dropped mid-response, HTTP 502/503/504), with
 backoff, up to the configured count, inside one overall deadline. Each test counts the attempts
 a scripted loopback server saw."""
@@ -13,10 +13,10 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from parallel_rag.backends import json_http
-from parallel_rag.backends.external_api import ExternalAPIRetriever, ExternalAPISettings
-from parallel_rag.backends.json_http import BackendRequestError, BackendResponseError
-from parallel_rag.backends.openai_file_search import OpenAIFileSearchSettings
+from parallel_rag.backends.external_api.retriever import ExternalAPIRetriever, ExternalAPISettings
+from parallel_rag.backends.openai_file_search.retriever import OpenAIFileSearchSettings
+from parallel_rag.backends.shared import json_http as json_http
+from parallel_rag.backends.shared.json_http import BackendRequestError, BackendResponseError
 from pydantic import ValidationError
 from scripted_server import ScriptedServer, answer, resets
 from servers import free_port

@@ -1,5 +1,5 @@
 """The revision-store code the managed vector store and Qdrant Edge share
-(``backends/revisions.py``): publishing a complete revision, keeping the previous one for
+(``backends/shared/revisions.py``): publishing a complete revision, keeping the previous one for
 readers, holding the live one open per process until ``CURRENT`` moves, and each user's own
 "nothing published yet" message."""
 
@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from parallel_rag.backends import qdrant_edge_search, vectorstore
-from parallel_rag.backends.revisions import (
+from parallel_rag.backends.qdrant_edge import search as qdrant_edge_search
+from parallel_rag.backends.shared.revisions import (
     CURRENT_FILE,
     LiveRevisions,
     current_revision,
@@ -18,6 +18,7 @@ from parallel_rag.backends.revisions import (
     publish,
     write_lock,
 )
+from parallel_rag.backends.vectorstore import retriever as vectorstore
 
 
 def publish_text(directory, text, previous=None) -> str:

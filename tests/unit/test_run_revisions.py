@@ -1,4 +1,4 @@
-"""One graph run reads one revision of each store (``backends/revisions.py``: ``run_scope``,
+"""One graph run reads one revision of each store (``backends/shared/revisions.py``: ``run_scope``,
 ``held_for_run``): inside a run, every later search of a store gets what the run's first
 search got, in the run's threads too, even after a newer revision is published or a new BM25
 index saved; outside a run, and in the next run, the newest. A graph's entry router opens the
@@ -18,9 +18,9 @@ from typing import ClassVar
 
 import pytest
 from parallel_rag.backends.base import SearchKwargsRetriever
-from parallel_rag.backends.bm25 import BM25Index, BM25Retriever
-from parallel_rag.backends.hybrid import HybridRetriever
-from parallel_rag.backends.revisions import (
+from parallel_rag.backends.bm25.retriever import BM25Index, BM25Retriever
+from parallel_rag.backends.hybrid.retriever import HybridRetriever
+from parallel_rag.backends.shared.revisions import (
     LiveRevisions,
     close_run,
     held_for_run,
@@ -161,7 +161,7 @@ def test_a_run_scope_around_a_keyed_run_wins(tmp_path):
 
 
 def test_a_run_never_closed_is_dropped_after_its_time(tmp_path, monkeypatch):
-    from parallel_rag.backends import revisions
+    from parallel_rag.backends.shared import revisions as revisions
 
     live, failed = live_texts(tmp_path), object()
     open_run(failed)  # a run that failed before its last node: never closed

@@ -229,7 +229,7 @@ def test_concurrent_readers_during_batched_writes_see_only_whole_batches(tmp_pat
 
 
 def test_config_sets_where_the_vectors_live_and_null_turns_them_off(tmp_path):
-    from parallel_rag.backends.embeddings import load_embeddings
+    from parallel_rag.backends.encoders.embeddings import load_embeddings
     from parallel_rag.graph.components import make_generator
     from parallel_rag.graph.loading import parse_config
 
