@@ -39,7 +39,7 @@ from parallel_rag.backends.encoders.onnx_query import (
     onnx_query_embeddings,
 )
 from parallel_rag.backends.text_analysis import split_sentences
-from parallel_rag.studio.document_loading import load_chunks
+from parallel_rag.studio.ingestion.chunk import load_chunks
 
 from bench.data import data_root
 

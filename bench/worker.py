@@ -206,8 +206,8 @@ def ingest_task(args: dict) -> dict:
     abstracts against ``embed_documents`` alone on the same chunk texts."""
     from parallel_rag.backends.encoders.embeddings import load_embeddings
     from parallel_rag.graph.loading import parse_config
-    from parallel_rag.studio.document_loading import load_chunks
     from parallel_rag.studio.ingestion import ingest_paths
+    from parallel_rag.studio.ingestion.chunk import load_chunks
 
     work = Path(args["work"])
     shutil.rmtree(work, ignore_errors=True)

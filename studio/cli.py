@@ -560,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     from parallel_rag.graph.configuration import ConfigError
     from parallel_rag.graph.errors import problem_lines, problems
     from parallel_rag.nodes.failure_policy import RAGError
-    from parallel_rag.studio.document_loading import DocumentLoadError
+    from parallel_rag.studio.documents import DocumentLoadError
     from pydantic import ValidationError
 
     try:

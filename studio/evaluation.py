@@ -25,8 +25,8 @@ from parallel_rag.backends.registry import collection_writer, evaluable_backends
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.graph.state import MAX_TOP_K
-from parallel_rag.studio.document_loading import Chunk
-from parallel_rag.studio.ingestion import embed_chunks
+from parallel_rag.studio.ingestion.chunk import Chunk
+from parallel_rag.studio.ingestion.embed import embed_chunks
 
 BEIR_NAMESPACE = uuid.UUID("0c7d3f5e-8a61-4b3a-9f2e-2b6f6c1d9e47")
 DOC_ID_KEY = "doc_id"

@@ -304,8 +304,8 @@ def edited_corpus_lists(
 ) -> list[dict[str, list[tuple[str, float]]]]:
     """Every retriever's ``depth`` best ``(id, score)`` for each pseudo-query, over the corpus
     with the queries' chunks edited (see the module)."""
-    from parallel_rag.studio.document_loading import Chunk
-    from parallel_rag.studio.ingestion import embed_chunks
+    from parallel_rag.studio.ingestion.chunk import Chunk
+    from parallel_rag.studio.ingestion.embed import embed_chunks
 
     edited = {q.target: q.edited for q in queries}
     stored = config.generator.sentence_vectors

@@ -34,8 +34,8 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
-from parallel_rag.studio.document_loading import file_id_for
 from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.studio.ingestion.load import file_id_for
 from qdrant_edge import (
     EdgeShard,
     PayloadSchemaType,

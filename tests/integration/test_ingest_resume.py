@@ -15,8 +15,8 @@ import yaml
 from parallel_rag.backends.bm25.retriever import BM25Index
 from parallel_rag.backends.qdrant.retriever import QdrantSettings, shared_client
 from parallel_rag.graph.loading import load_config
-from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.studio.ingestion.chunk import load_chunks
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +35,11 @@ CONFIG = {
 }
 KILLED_AFTER_TWO_BATCHES = """
 import os, signal, sys
-from parallel_rag.studio import ingestion
+from parallel_rag.studio.ingestion import pipeline
 from parallel_rag.studio.cli import main
 
-ingestion.INGEST_BATCH_CHUNKS = int(sys.argv[2])
-real_write_batch, done = ingestion.write_batch, []
+pipeline.INGEST_BATCH_CHUNKS = int(sys.argv[2])
+real_write_batch, done = pipeline.write_batch, []
 
 
 def write_batch(chunks, *args):
@@ -51,7 +51,7 @@ def write_batch(chunks, *args):
     return written
 
 
-ingestion.write_batch = write_batch
+pipeline.write_batch = write_batch
 main(["--config", sys.argv[1], "ingest", *sys.argv[3:], "--quiet"])
 sys.exit(3)  # reaching this line means the kill never happened
 """

@@ -13,8 +13,8 @@ from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import default_config_dict, parse_config
-from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.studio.ingestion.chunk import load_chunks
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -24,7 +24,7 @@ from parallel_rag.graph.configuration import ConfigError
 from parallel_rag.graph.loading import load_config
 from parallel_rag.graph.state import RAGRequest
 from parallel_rag.studio.cli import main
-from parallel_rag.studio.document_loading import DocumentLoadError
+from parallel_rag.studio.documents import DocumentLoadError
 from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.langserve_app import create_app
 from pydantic import ValidationError

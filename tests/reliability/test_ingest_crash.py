@@ -25,8 +25,8 @@ from parallel_rag.backends.qdrant.retriever import QdrantSettings, shared_client
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.cli import main
-from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.studio.ingestion.chunk import load_chunks
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,10 @@ from langchain_community.document_loaders import PyPDFium2Loader
 from langchain_core.document_loaders import BaseLoader
 from langchain_core.documents import Document
 from parallel_rag.graph.components import backend_context
-from parallel_rag.studio.document_loading import (
-    DocumentLoadError,
-    chunks_from_documents,
-    load_chunks,
-)
+from parallel_rag.studio.documents import DocumentLoadError
 from parallel_rag.studio.documents.loader import DocumentFileLoader
 from parallel_rag.studio.ingestion import ingest_documents, writable_targets, writer_for
+from parallel_rag.studio.ingestion.chunk import chunks_from_documents, load_chunks
 
 
 def _stored_ids(config, base_dir: Path, file_ids: list[str]) -> list[set[str]]:

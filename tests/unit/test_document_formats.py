@@ -21,9 +21,10 @@ from document_files import (
     write_scanned_pdf,
     write_truncated_pdf,
 )
-from parallel_rag.studio.document_loading import file_id_for, load_chunks
 from parallel_rag.studio.documents import BadFileError, MissingExtraError
 from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.studio.ingestion.chunk import load_chunks
+from parallel_rag.studio.ingestion.load import file_id_for
 
 # ---------------------------------------------------------------- structure kept
 

@@ -1,4 +1,5 @@
-"""Reading user files into chunks (studio/document_loading.py): formats, ids, errors."""
+"""Reading user files into chunks (studio/ingestion/: load, convert, chunk): formats, ids,
+errors."""
 
 from __future__ import annotations
 
@@ -7,12 +8,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from parallel_rag.studio.document_loading import (
-    DocumentLoadError,
-    discover_files,
-    file_id_for,
-    load_chunks,
-)
+from parallel_rag.studio.documents import DocumentLoadError
+from parallel_rag.studio.ingestion.chunk import load_chunks
+from parallel_rag.studio.ingestion.load import discover_files, file_id_for
 
 MARKDOWN = """# Solar System
 

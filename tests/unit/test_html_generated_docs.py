@@ -7,9 +7,9 @@ own markup (texinfo 6's ``div.header`` with Next/Previous/Up links between ``<hr
 
 from __future__ import annotations
 
-from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.studio.documents.html import html_to_markdown
 from parallel_rag.studio.documents.markdown import SectionIndex
+from parallel_rag.studio.ingestion.chunk import load_chunks
 
 TEXINFO_6 = """<html><head><title>Thread Safety (libdemo)</title></head><body lang="en">
 <div class="section" id="Thread-Safety">

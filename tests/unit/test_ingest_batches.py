@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from document_files import two_bm25_config
 from parallel_rag.backends.bm25.retriever import BM25Index
-from parallel_rag.studio import ingestion
-from parallel_rag.studio.chunk_spool import ChunkSpool, file_batches
-from parallel_rag.studio.document_loading import Chunk, load_chunks
+from parallel_rag.studio.ingestion import pipeline
+from parallel_rag.studio.ingestion.chunk import Chunk, load_chunks
+from parallel_rag.studio.ingestion.spool import ChunkSpool, file_batches
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 FILES = sorted(CORPUS.glob("*.md"))[:6]
@@ -50,25 +50,25 @@ def test_the_spool_gives_back_every_chunk_as_written_and_leaves_no_file(tmp_path
 
 def test_many_small_batches_write_what_one_batch_writes(tmp_path, monkeypatch):
     writes = []
-    real_write_batch = ingestion.write_batch
+    real_write_batch = pipeline.write_batch
 
     def counting(chunks, *args):
         writes.append({c.metadata["file_id"] for c in chunks})
         return real_write_batch(chunks, *args)
 
-    monkeypatch.setattr(ingestion, "write_batch", counting)
+    monkeypatch.setattr(pipeline, "write_batch", counting)
     config, base_dir = two_bm25_config(tmp_path / "small")
-    report = ingestion.ingest_paths(FILES, config, base_dir, progress=False, batch_chunks=2)
+    report = pipeline.ingest_paths(FILES, config, base_dir, progress=False, batch_chunks=2)
     assert len(writes) > 2  # several batches
     config, one_dir = two_bm25_config(tmp_path / "one")
-    ingestion.ingest_paths(FILES, config, one_dir, progress=False)
+    pipeline.ingest_paths(FILES, config, one_dir, progress=False)
     expected = {c.id: c.content for path in FILES for c in load_chunks(path)}
     for index in ("idx/a", "idx/b"):
         small = {c.id: c.content for c in BM25Index.load(base_dir / index).chunks}
         assert small == expected
         assert sorted(small) == sorted(c.id for c in BM25Index.load(one_dir / index).chunks)
     assert report.chunks == len(expected) and report.unchanged == []
-    again = ingestion.ingest_paths(FILES, config, base_dir, progress=False, batch_chunks=2)
+    again = pipeline.ingest_paths(FILES, config, base_dir, progress=False, batch_chunks=2)
     assert again.unchanged == again.indexes
 
 
@@ -97,25 +97,25 @@ def test_a_file_larger_than_a_batch_is_written_in_parts_as_one_file(tmp_path, mo
     big = write_records(tmp_path / "big.jsonl", RECORDS)
     config, base_dir = two_bm25_config(tmp_path / "parts")
     sizes = []
-    real_write_batch = ingestion.write_batch
+    real_write_batch = pipeline.write_batch
     monkeypatch.setattr(
-        ingestion,
+        pipeline,
         "write_batch",
         lambda chunks, *a: sizes.append(len(chunks)) or real_write_batch(chunks, *a),
     )
-    report = ingestion.ingest_paths([big], config, base_dir, progress=False, batch_chunks=4)
+    report = pipeline.ingest_paths([big], config, base_dir, progress=False, batch_chunks=4)
     assert max(sizes) <= 4 and len(sizes) == 8
     expected = {c.id: c.content for c in load_chunks(big)}
     assert report.chunks == len(expected) == 30
     assert indexed(base_dir) == [expected, expected]
-    again = ingestion.ingest_paths([big], config, base_dir, progress=False, batch_chunks=4)
+    again = pipeline.ingest_paths([big], config, base_dir, progress=False, batch_chunks=4)
     assert again.unchanged == again.indexes  # compared as a whole: nothing written
 
     # the file changed: fewer records, one edited; every part of it replaced, nothing stale
     changed = RECORDS[:17]
     changed[9] = "record 9 rewritten: quokka"
     write_records(big, changed)
-    ingestion.ingest_paths([big], config, base_dir, progress=False, batch_chunks=4)
+    pipeline.ingest_paths([big], config, base_dir, progress=False, batch_chunks=4)
     expected = {c.id: c.content for c in load_chunks(big)}
     assert indexed(base_dir) == [expected, expected]
     assert any("quokka" in text for text in expected.values())
@@ -126,7 +126,7 @@ def test_an_ingest_killed_inside_a_big_file_is_completed_by_the_next(tmp_path, m
     other = write_records(tmp_path / "other.jsonl", RECORDS[:3])
     config, base_dir = two_bm25_config(tmp_path / "killed")
     calls = []
-    real_write_batch = ingestion.write_batch
+    real_write_batch = pipeline.write_batch
 
     def killed_on_the_fourth(chunks, *args):
         calls.append(len(chunks))
@@ -134,12 +134,12 @@ def test_an_ingest_killed_inside_a_big_file_is_completed_by_the_next(tmp_path, m
             raise KeyboardInterrupt
         return real_write_batch(chunks, *args)
 
-    monkeypatch.setattr(ingestion, "write_batch", killed_on_the_fourth)
+    monkeypatch.setattr(pipeline, "write_batch", killed_on_the_fourth)
     with pytest.raises(KeyboardInterrupt):
-        ingestion.ingest_paths([big, other], config, base_dir, progress=False, batch_chunks=4)
+        pipeline.ingest_paths([big, other], config, base_dir, progress=False, batch_chunks=4)
     partial = indexed(base_dir)[0]
     assert 0 < len(partial) < 30  # three parts of the big file written
-    monkeypatch.setattr(ingestion, "write_batch", real_write_batch)
-    ingestion.ingest_paths([big, other], config, base_dir, progress=False, batch_chunks=4)
+    monkeypatch.setattr(pipeline, "write_batch", real_write_batch)
+    pipeline.ingest_paths([big, other], config, base_dir, progress=False, batch_chunks=4)
     expected = {c.id: c.content for path in (big, other) for c in load_chunks(path)}
     assert indexed(base_dir) == [expected, expected]

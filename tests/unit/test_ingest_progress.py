@@ -14,7 +14,8 @@ from document_files import PDF_PAGES, two_bm25_config, write_pdf
 from parallel_rag.backends.encoders.embeddings import embedding_identity
 from parallel_rag.backends.sentence_vectors import SentenceVectorStore
 from parallel_rag.studio import ingestion
-from parallel_rag.studio.document_loading import Chunk
+from parallel_rag.studio.ingestion import embed
+from parallel_rag.studio.ingestion.chunk import Chunk
 
 
 class Terminal(io.StringIO):
@@ -62,7 +63,7 @@ def test_a_sentence_that_is_a_whole_chunk_keeps_the_chunks_vector(tmp_path, monk
     ]
     own = np.full(384, 1 / np.sqrt(384), dtype=np.float32)  # no model gives this vector
     embedded: list[str] = []
-    real_load = ingestion.load_embeddings
+    real_load = embed.load_embeddings
 
     def counting_load(*args):
         model = real_load(*args)
@@ -74,10 +75,8 @@ def test_a_sentence_that_is_a_whole_chunk_keeps_the_chunks_vector(tmp_path, monk
 
         return Counting()
 
-    monkeypatch.setattr(ingestion, "load_embeddings", counting_load)
-    count = ingestion.store_sentence_vectors(
-        chunks, config, base_dir, False, {chunks[0].content: own}
-    )
+    monkeypatch.setattr(embed, "load_embeddings", counting_load)
+    count = embed.store_sentence_vectors(chunks, config, base_dir, False, {chunks[0].content: own})
     assert embedded == ["Seals wear out.", "Replace them yearly."] and count == 2
     store = SentenceVectorStore(
         base_dir / config.generator.sentence_vectors, embedding_identity(config.embeddings.model)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from parallel_rag.backends.encoders.embeddings import load_embeddings
-from parallel_rag.studio import ingestion
-from parallel_rag.studio.document_loading import Chunk
+from parallel_rag.studio.ingestion import embed
+from parallel_rag.studio.ingestion.chunk import Chunk
 
 
 def test_chunk_vectors_are_one_float32_matrix_equal_to_the_models_vectors(monkeypatch):
-    monkeypatch.setattr(ingestion, "EMBED_BATCH", 2)  # rows filled across several batches
+    monkeypatch.setattr(embed, "EMBED_BATCH", 2)  # rows filled across several batches
     texts = ["Statins lower stroke risk.", "Sleep consolidates memory.", "Bridges span rivers."]
-    matrix = ingestion.embed_chunks([Chunk(str(i), t) for i, t in enumerate(texts)], *_model())
+    matrix = embed.embed_chunks([Chunk(str(i), t) for i, t in enumerate(texts)], *_model())
     assert matrix.dtype == np.float32 and matrix.shape == (3, 384)
     # other batches pad differently: equal to the model's float32 output within its rounding
     expected = np.asarray(load_embeddings().embed_documents(texts), dtype=np.float64)
@@ -28,11 +28,11 @@ def test_no_chunk_to_embed_loads_no_model(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("a model was loaded with nothing to embed")
 
-    monkeypatch.setattr(ingestion, "load_embeddings", refuse)
-    matrix = ingestion.embed_chunks([], *_model())
+    monkeypatch.setattr(embed, "load_embeddings", refuse)
+    matrix = embed.embed_chunks([], *_model())
     assert matrix.shape[0] == 0
     with pytest.raises(AssertionError):
-        ingestion.embed_chunks([Chunk("a", "text")], *_model())
+        embed.embed_chunks([Chunk("a", "text")], *_model())
 
 
 def _model() -> tuple[str, str, bool]:

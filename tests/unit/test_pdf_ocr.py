@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from document_files import two_bm25_config, write_scanned_pdf
 from parallel_rag.backends.bm25.retriever import BM25Index
-from parallel_rag.studio.document_loading import load_chunks
 from parallel_rag.studio.documents import BadFileError
 from parallel_rag.studio.documents.ocr import _reading_order
 from parallel_rag.studio.ingestion import ingest_paths
+from parallel_rag.studio.ingestion.chunk import load_chunks
 
 TEXT_PAGE = "The ferry timetable lists departures from the north pier every hour."
 SCANNED_PAGES = [

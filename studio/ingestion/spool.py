@@ -1,4 +1,5 @@
-"""Converted chunks on disk between ingest's two passes, read back a batch at a time.
+"""Converted chunks on disk between ingest's two passes (convert and chunk every file, then
+embed and write), read back a batch at a time.
 
 Ingest converts every file first (so a bad file stops the run before anything is written) and
 writes the stores second; keeping the chunks in a temporary JSON-lines file in between bounds
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 
 from parallel_rag.backends.base import Fingerprint
-from parallel_rag.studio.document_loading import Chunk
+from parallel_rag.studio.ingestion.chunk import Chunk
 
 
 def file_batches(chunks: Iterable[Chunk], batch_chunks: int) -> Iterator[list[Chunk]]:
