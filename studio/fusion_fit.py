@@ -21,8 +21,10 @@ setting is best everywhere (bench/FUSION-FIT-RESULTS.md). The fit asks the corpu
    alone). Only the edited chunks are embedded; their sentences come from the stored
    sentence vectors.
 3. **The grid** (``CANDIDATES``: method, dense weight, RRF ``k``) is fused offline with
-   ``nodes.fuse.fuse_branches`` itself and scored by nDCG@10 over the pseudo-queries. The best
-   replaces the shipped default only when it beats it by ``MARGIN``; otherwise the default stays.
+   ``nodes.fuse.fuse_branches`` itself and scored by nDCG@10 over the pseudo-queries, beside
+   each branch alone. The best replaces the shipped default when it beats it by ``MARGIN``, or
+   when the default scores below one of its own branches alone (a margin must not keep a
+   fusion that loses to a branch); otherwise the default stays.
 
 The choice and its evidence go to ``graph.fitted_fusion.fit_path`` (JSON beside the stores),
 which the graph reads (``graph.fitted_fusion.fusion_plan``). A corpus too small to fit, or a
@@ -255,12 +257,31 @@ def score_candidates(
     }
 
 
-def choose(scores: Mapping[Candidate, Sequence[float]], margin: float = MARGIN) -> Candidate:
-    """The best mean, when it beats the shipped default's by ``margin``; else the default."""
+def single_branch_scores(
+    runs: Sequence[tuple[Lists, Mapping[str, float]]], names: Iterable[str]
+) -> dict[str, list[float]]:
+    """Each retriever's own nDCG@10 per query of ``runs`` (its list alone, unfused)."""
+    return {
+        name: [ndcg_at_10([doc for doc, _ in lists.get(name, [])], rel) for lists, rel in runs]
+        for name in names
+    }
+
+
+def choose(
+    scores: Mapping[Candidate, Sequence[float]],
+    margin: float = MARGIN,
+    singles: Mapping[str, Sequence[float]] | None = None,
+) -> Candidate:
+    """The best mean, when it beats the shipped default's by ``margin``; else the default,
+    unless the default scores below one of its own branches alone (``singles``): then the
+    margin would lock in a fusion that loses to a branch, and the best setting is taken."""
     mean = {c: sum(v) / max(len(v), 1) for c, v in scores.items()}
     best = max(mean, key=lambda c: (mean[c], c == SHIPPED))
     shipped = mean.get(SHIPPED, -1.0)
-    return best if mean[best] >= shipped + margin else SHIPPED
+    if mean[best] >= shipped + margin:
+        return best
+    best_single = max((sum(v) / max(len(v), 1) for v in (singles or {}).values()), default=-1.0)
+    return best if shipped < best_single else SHIPPED
 
 
 # -- branch lists over the edited corpus --------------------------------------------------
@@ -403,8 +424,10 @@ def fit_fusion(
             lists = edited_corpus_lists(config, base_dir, chunks, made, Path(scratch))
         runs = [(one, dict.fromkeys(q.relevant, 1.0)) for one, q in zip(lists, made, strict=True)]
         scores = score_candidates(runs, dense)
-        chosen = choose(scores)
+        singles = single_branch_scores(runs, names)
+        chosen = choose(scores, singles=singles)
         mean = {c: sum(v) / len(v) for c, v in scores.items()}
+        single_mean = {n: round(sum(v) / len(v), 4) for n, v in singles.items()}
         ranked = sorted(mean, key=lambda c: -mean[c])
         record["status"] = "fitted"
         record["settings"] = {
@@ -413,12 +436,19 @@ def fit_fusion(
         }
         if chosen == SHIPPED:
             record["note"] = f"no setting beat the shipped default by {MARGIN} nDCG@10"
+        elif mean[chosen] < mean[SHIPPED] + MARGIN:
+            name = max(single_mean, key=single_mean.get)
+            record["note"] = (
+                f"the shipped default ({mean[SHIPPED]:.4f}) lost to {name} alone "
+                f"({single_mean[name]:.4f}): the best setting replaces it"
+            )
         record["evidence"] = {
             "chunks": len(chunks),
             "pseudo_queries": len(made),
             "metric": "nDCG@10",
             "chosen_score": round(mean[chosen], 4),
             "default_score": round(mean[SHIPPED], 4),
+            "single_branches": single_mean,
             "best": [{**c.as_dict(), "score": round(mean[c], 4)} for c in ranked[:10]],
             "examples": [{"query": q.query, "answer": q.target} for q in made[:3]],
         }

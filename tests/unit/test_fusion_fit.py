@@ -29,6 +29,7 @@ from parallel_rag.studio.fusion_fit import (
     pseudo_queries,
     pseudo_query_of,
     score_candidates,
+    single_branch_scores,
 )
 from parallel_rag.studio.ingestion import ingest_paths
 
@@ -121,6 +122,30 @@ def test_the_shipped_default_stays_unless_beaten_by_the_margin():
     scores = {SHIPPED: [0.5, 0.5], Candidate("zscore", 0.5): [0.505, 0.505]}
     assert choose(scores, margin=0.01) == SHIPPED
     assert choose(scores, margin=0.001) == Candidate("zscore", 0.5)
+    # branches alone below the default: the margin still keeps it
+    assert choose(scores, margin=0.01, singles={"a": [0.4, 0.4]}) == SHIPPED
+
+
+def test_the_margin_does_not_keep_a_default_that_loses_to_one_of_its_branches():
+    # the dense branch ranks every answer 1st; the lexical one 3rd; the shipped default, which
+    # weights lexical 1 against dense 0.75, ranks the answer 2nd: below dense alone
+    runs = []
+    for n in range(30):
+        lexical = [(f"l{n}-0", 10.0), (f"l{n}-1", 9.9), (f"ans{n}", 7.0)]
+        lexical += [(f"l{n}-{i}", 5.0 - i / 10) for i in range(2, 8)]
+        dense = [(f"ans{n}", 0.62), (f"l{n}-0", 0.4)]
+        dense += [(f"d{n}-{i}", 0.3 - i / 100) for i in range(7)]
+        runs.append(({"lexical": lexical, "dense": dense}, {f"ans{n}": 1.0}))
+    candidates = [SHIPPED, Candidate("minmax", 1.25), Candidate("minmax", 1.5)]
+    scores = score_candidates(runs, ["dense"], candidates)
+    singles = single_branch_scores(runs, ["lexical", "dense"])
+    mean = {c: sum(v) / len(v) for c, v in scores.items()}
+    assert mean[SHIPPED] < sum(singles["dense"]) / len(runs) == 1.0
+    best = max(mean, key=mean.get)
+    assert mean[best] < mean[SHIPPED] + 1.0  # a margin of 1 would keep the default ...
+    chosen = choose(scores, margin=1.0, singles=singles)
+    assert chosen == best != SHIPPED  # ... were it not below the dense branch alone
+    assert mean[chosen] >= sum(singles["dense"]) / len(runs)
 
 
 def record(**over):
