@@ -78,7 +78,8 @@ def corpus_chunks(corpus: dict[str, dict[str, str]]) -> list[Chunk]:
         Chunk(
             unit_id(doc_id),
             f"{doc['title']}\n{doc['text']}".strip(),
-            {DOC_ID_KEY: doc_id, "source": doc_id},
+            # the title as ingest gives a JSONL record's: BM25 weights a leading title line
+            {DOC_ID_KEY: doc_id, "source": doc_id, **({"title": t} if (t := doc["title"]) else {})},
         )
         for doc_id, doc in corpus.items()
     ]
