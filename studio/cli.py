@@ -45,13 +45,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     )
     for line in report.skipped:
         print(f"skipped {line}", file=sys.stderr)
-    unchanged = f"; already up to date: {', '.join(report.unchanged)}" if report.unchanged else ""
-    print(
-        f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
-        f"{', '.join(report.indexes)}{unchanged}"
-    )
-    if report.fusion:
-        print(report.fusion)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        unchanged = ", ".join(report.unchanged)
+        unchanged = f"; already up to date: {unchanged}" if unchanged else ""
+        print(
+            f"ingested {len(report.files)} file(s), {report.chunks} chunk(s) into "
+            f"{', '.join(report.indexes)}{unchanged}"
+        )
+        if report.fusion:
+            print(report.fusion)
+        if args.timings:
+            print(report.timings.table())
     if resolved.router is not None:  # a shared cache is emptied on every replica
         from parallel_rag.studio.router.cache import invalidate_everywhere
 
@@ -358,6 +364,8 @@ ROUTE_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from parallel_rag.studio.ingestion.defaults import CHUNK_OVERLAP, CHUNK_SIZE
+
     parser = argparse.ArgumentParser(
         prog="parallel-rag",
         description="Parallel RAG on LangGraph: rewrite, fan out to 2-4 retrievers, fuse, answer.",
@@ -374,8 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="index .md/.txt/.jsonl/.csv/.pdf/.html/.docx/.pptx files into every index",
     )
     ingest.add_argument("paths", nargs="+", help="files or directories")
-    ingest.add_argument("--chunk-size", type=int, default=1000)
-    ingest.add_argument("--chunk-overlap", type=int, default=150)
+    ingest.add_argument("--chunk-size", type=int, default=CHUNK_SIZE, help="characters")
+    ingest.add_argument("--chunk-overlap", type=int, default=CHUNK_OVERLAP, help="characters")
     ingest.add_argument(
         "--metadata",
         action="append",
@@ -404,6 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--quiet", action="store_true", help="no progress bars")
     ingest.add_argument(
         "--no-tune", action="store_true", help="do not fit the fusion to the corpus afterwards"
+    )
+    ingest.add_argument(
+        "--timings", action="store_true", help="print each stage's wall and CPU seconds"
+    )
+    ingest.add_argument(
+        "--json", action="store_true", help="print the report (with the timings) as JSON"
     )
     ingest.add_argument("--route", metavar="NAME", help=ROUTE_HELP)
     ingest.set_defaults(run=cmd_ingest)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.graph.components import backend_context
 from parallel_rag.graph.configuration import PipelineConfig, RetrieverEntry
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, BadFileError, MissingExtraError
@@ -64,6 +65,12 @@ class IngestReport:
     skipped: list[str] = field(default_factory=list)  # bad files left out (--skip-bad-files)
     fusion: str | None = None  # what the fusion fit at the end did (studio/fusion_fit.py)
     timings: StageTimings = field(default_factory=StageTimings)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as ``parallel-rag ingest --json`` prints it (``timings``: each stage's
+        ``wall_s``, ``cpu_s`` and ``items``, then ``other`` and ``total``)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {**fields, "timings": self.timings.as_dict()}
 
 
 def ingest_paths(
@@ -258,6 +265,9 @@ def write_batch(
         plan = plan_batch(chunks, digests, going_on, targets)
     bar.update(len(chunks) - len(plan.to_embed))  # unchanged chunks count as done at once
     bar.set_postfix_str(f"embedding chunks; {report.sentences} sentence vectors so far")
+    if plan.to_embed:  # loaded once a process (cached): its time apart from the vectors'
+        with timings.stage("load encoder"):
+            load_embeddings(config.embeddings.model, config.embeddings.device)
     with timings.stage("chunk vectors", items=len(plan.to_embed)):
         vectors = embed(plan.to_embed, config, bar)
         give_back_free_memory()
