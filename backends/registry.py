@@ -34,12 +34,17 @@ MODULES = (
 )
 """The backend modules under ``parallel_rag.backends``, each defining ``BACKEND``."""
 
-BACKENDS: dict[str, BackendSpec] = {
-    spec.name: spec
-    for spec in (
-        import_module(f"parallel_rag.backends.{module}.retriever").BACKEND for module in MODULES
-    )
-}
+
+def _spec(module: str) -> BackendSpec:
+    """A backend package's ``BACKEND`` (its settings and hooks; the retriever module is imported
+    by the hooks, when a configuration uses the backend), or, for a backend not yet split that
+    way, its retriever module's."""
+    package = import_module(f"parallel_rag.backends.{module}")
+    spec = getattr(package, "BACKEND", None)
+    return spec or import_module(f"parallel_rag.backends.{module}.retriever").BACKEND
+
+
+BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in map(_spec, MODULES)}
 """Every registered backend by its ``backend:`` name."""
 
 REFUSED: dict[str, str] = {}

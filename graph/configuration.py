@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from parallel_rag.backends.base import BackendSpec, RetrievalKind, SettingError
 from parallel_rag.backends.encoders.embeddings import BUNDLED
 from parallel_rag.backends.extras import MissingExtraError, require_extra
-from parallel_rag.backends.mcp.retriever import MCPServerConfig
+from parallel_rag.backends.mcp.settings import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries, term_index_backends
 from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
 from parallel_rag.graph.errors import ConfigError as ConfigError  # re-exported, raised elsewhere

@@ -70,7 +70,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import bm25s
 import numpy as np
@@ -80,7 +80,6 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
-    BackendSpec,
     BuildRequest,
     ChunkBatch,
     Fingerprint,
@@ -89,9 +88,9 @@ from parallel_rag.backends.base import (
     SearchKwargsRetriever,
     SettingsStore,
     matches_filter,
-    resolve_path,
     scored_document,
 )
+from parallel_rag.backends.bm25.settings import DEFAULT_INDEX_PATH, ENGINES, BM25Settings, Engine
 from parallel_rag.backends.shared.atomic_files import (
     ASIDE_MARK,
     restore_moved_aside,
@@ -104,15 +103,12 @@ from parallel_rag.backends.text_analysis import (
     AnalyzerName,
     get_analyzer,
 )
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 logger = logging.getLogger(__name__)
 
-Engine = Literal["bm25s", "rank_bm25"]
-"""Scoring engines; both implement the same Lucene BM25 variant."""
+__all__ = ["DEFAULT_INDEX_PATH", "ENGINES", "BM25Settings", "Engine"]  # from settings.py
 
-ENGINES: tuple[str, ...] = ("bm25s", "rank_bm25")
-DEFAULT_INDEX_PATH = ".parallel-rag/bm25"
 BM25_VARIANT = "lucene"
 FORMAT_NAME = "parallel-rag-bm25"
 FORMAT_VERSION = 1
@@ -128,41 +124,6 @@ _SCORE_DTYPE = "float64"
 _FILTER_CACHE_SIZE = 64
 _BUILD_BATCH_TOKENS = 1 << 19
 """Tokens per batch while building the score matrix: bounds the build's temporary arrays."""
-
-
-# --------------------------------------------------------------------------------------
-# Settings
-# --------------------------------------------------------------------------------------
-
-
-class BM25Settings(BaseModel):
-    """``backend_config`` of a ``bm25`` retriever entry in the parallel-rag config."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    index_path: str = Field(
-        default=DEFAULT_INDEX_PATH,
-        min_length=1,
-        description="Index directory; relative paths are resolved by the caller.",
-    )
-    engine: Engine = Field(default="bm25s", description="Scoring engine (same BM25 variant).")
-    k1: float = Field(default=1.5, gt=0, description="BM25 term-frequency saturation.")
-    b: float = Field(default=0.75, ge=0, le=1, description="BM25 length normalisation.")
-    auto_reload: bool = Field(
-        default=True,
-        description="Before each query, load a newer save of the index (one stat of its "
-        "manifest); false keeps the index loaded first until reload().",
-    )
-
-    @field_validator("index_path", mode="before")
-    @classmethod
-    def coerce_index_path(cls, value: Any) -> Any:
-        """Accept ``pathlib.Path`` values as well as strings."""
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-    def index_dir(self, base_dir: Path | None = None) -> Path:
-        """The index directory; a relative ``index_path`` starts at ``base_dir``."""
-        return resolve_path(self.index_path, base_dir)
 
 
 # --------------------------------------------------------------------------------------
@@ -1126,16 +1087,3 @@ class BM25Store(SettingsStore):
     def _save(self, chunks: list[tuple[str, str, dict[str, Any]]]) -> None:
         s = self.settings
         BM25Index.from_chunks(chunks, engine=s.engine, k1=s.k1, b=s.b).save(self.path)
-
-
-BACKEND = BackendSpec(
-    name="bm25",
-    settings=BM25Settings,
-    factory=build_retriever,
-    kind=BM25Retriever.retrieval_kind,
-    threshold_refusal="BM25 scores are unbounded and not a similarity",
-    store=BM25Store,
-    locations=lambda settings, base_dir: [settings.index_dir(base_dir)],
-    evaluable=True,
-    term_index=True,
-)

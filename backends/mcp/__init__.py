@@ -1,0 +1,32 @@
+"""``mcp``: retrieval through a tool of an MCP server declared under the configuration's
+``mcp_servers``. Needs the ``mcp`` extra (``pip install 'parallel-rag[mcp]'``).
+
+``settings.py`` holds the ``backend_config`` model and the server declarations the
+configuration schema composes; ``retriever.py`` the MCP client (sessions on a private event-loop
+thread, capped transports) and the retriever. This package's ``BACKEND`` is what the registry
+imports: the settings and a factory that imports ``retriever.py`` only when a configuration
+builds an ``mcp`` branch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parallel_rag.backends.base import BackendSpec, BuildRequest
+from parallel_rag.backends.mcp.settings import MCPSettings, declared_server
+
+
+def build_retriever(request: BuildRequest) -> Any:
+    from parallel_rag.backends.mcp.retriever import build_mcp
+
+    return build_mcp(request)
+
+
+BACKEND = BackendSpec(
+    name="mcp",
+    settings=MCPSettings,
+    factory=build_retriever,
+    kind=lambda settings: settings.retrieval_kind,
+    check=declared_server,
+    extra="mcp",
+)

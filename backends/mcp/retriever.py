@@ -53,13 +53,12 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
     SCORE_KEY,
-    BackendSpec,
     BuildRequest,
     MetadataFilter,
     RetrievalKind,
@@ -68,101 +67,33 @@ from parallel_rag.backends.base import (
     contradicts,
     scored_document,
 )
-from parallel_rag.backends.shared.json_http import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    BackendResponseError,
-    require,
+from parallel_rag.backends.mcp.settings import (
+    PLACEHOLDER,
+    PLACEHOLDERS,
+    HeaderName,
+    MCPServerConfig,
+    MCPSettings,
+    StdioServer,
+    StreamableHTTPServer,
+    declared_server,
 )
+from parallel_rag.backends.shared.json_http import BackendResponseError, require
 from parallel_rag.backends.shared.secrets import redact, register_secrets
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SecretStr,
-    StringConstraints,
-    field_validator,
-)
+from pydantic import ConfigDict, Field, PrivateAttr
 
-PLACEHOLDER = re.compile(r"\$\{\s*([A-Za-z_]+)\s*\}")
-PLACEHOLDERS = ("user_content", "top_k", "filters", "decision_name")
 ENVELOPE_BYTES = 64 * 1024  # JSON-RPC envelope around a capped tool result (SSE event, stdio line)
 CLOSE_TIMEOUT_SECONDS = 5.0
 logger = logging.getLogger(__name__)
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class StdioServer(_Strict):
-    """A server started as a subprocess and spoken to over its stdin/stdout. ``env`` is merged
-    over the SDK's minimal default environment; a relative ``cwd`` starts at the config file."""
-
-    transport: Literal["stdio"]
-    command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    connect_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-
-
-HeaderName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,64}$")]
-
-
-class StreamableHTTPServer(_Strict):
-    """A server reached over streamable HTTP; ``headers`` values are secrets (redacted)."""
-
-    transport: Literal["streamable_http"]
-    url: str = Field(pattern=r"^https?://[^\s/]+", description="http:// or https:// URL")
-    headers: dict[HeaderName, SecretStr] = Field(default_factory=dict)
-    connect_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-
-
-MCPServerConfig = Annotated[StdioServer | StreamableHTTPServer, Field(discriminator="transport")]
-"""One entry of the top-level ``mcp_servers`` mapping."""
-
-
-class MCPSettings(BaseModel):
-    """``backend_config`` of an ``mcp`` retriever."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    server_name: str = Field(min_length=1, description="a key of the top-level mcp_servers")
-    tool_name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(
-        default_factory=lambda: {"query": "${user_content}"},
-        description="the tool's arguments; ${user_content} ${top_k} ${filters} ${decision_name}",
-    )
-    timeout_seconds: float = Field(default=10.0, gt=0, le=600, description="per tool call")
-    max_response_bytes: int | None = Field(
-        default=None, ge=0, description="tool result cap; omitted or 0 = 4 MiB"
-    )
-    results_path: str = "results"
-    id_field: str = Field(default="id", min_length=1)
-    content_field: str = Field(default="content", min_length=1)
-    score_field: str | None = "score"
-    metadata_field: str | None = "metadata"
-    retrieval_kind: RetrievalKind = "lexical"
-
-    @field_validator("arguments")
-    @classmethod
-    def _template(cls, value: dict[str, Any]) -> dict[str, Any]:
-        names = set(placeholders_in(value))
-        unknown = sorted(names - set(PLACEHOLDERS))
-        if unknown:
-            raise ValueError(f"unknown placeholder(s) {unknown}; known: {list(PLACEHOLDERS)}")
-        if "user_content" not in names:
-            raise ValueError("must contain the ${user_content} placeholder (the query)")
-        return value
-
-    @property
-    def cap(self) -> int:
-        return self.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
-
-    @property
-    def takes_filters(self) -> bool:
-        return "filters" in placeholders_in(self.arguments)
+__all__ = [  # the settings, from settings.py, where the configuration schema reads them
+    "PLACEHOLDERS",
+    "HeaderName",
+    "MCPServerConfig",
+    "MCPSettings",
+    "StdioServer",
+    "StreamableHTTPServer",
+    "declared_server",
+]
 
 
 class MCPToolError(RuntimeError):
@@ -172,17 +103,6 @@ class MCPToolError(RuntimeError):
 class MCPTimeoutError(MCPToolError):
     """The tool did not answer within the backend's ``timeout_seconds`` (named in the message:
     the branch's own, longer timeout did not expire)."""
-
-
-def placeholders_in(value: Any) -> list[str]:
-    """Every placeholder name used anywhere in a template (keys are not templated)."""
-    if isinstance(value, str):
-        return PLACEHOLDER.findall(value)
-    if isinstance(value, Mapping):
-        return [name for item in value.values() for name in placeholders_in(item)]
-    if isinstance(value, list | tuple):
-        return [name for item in value for name in placeholders_in(item)]
-    return []
 
 
 def render_arguments(template: Any, values: Mapping[str, Any]) -> Any:
@@ -832,20 +752,6 @@ class MCPRetriever(SearchKwargsRetriever):
         return kept[:limit]
 
 
-def declared_server(settings: MCPSettings, pipeline: Any) -> MCPServerConfig:
-    """The server ``server_name`` names under the configuration's ``mcp_servers``;
-    ``SettingError`` on ``server_name`` when there is none."""
-    servers = getattr(pipeline, "mcp_servers", None) or {}
-    server = servers.get(settings.server_name)
-    if server is None:
-        raise SettingError(
-            "server_name",
-            f"no MCP server '{settings.server_name}' under mcp_servers "
-            f"(declared: {sorted(servers)})",
-        )
-    return server
-
-
 def build_mcp(request: BuildRequest) -> MCPRetriever:
     """The retriever of an ``mcp`` entry, on the server its ``server_name`` declares under the
     configuration's ``mcp_servers``, checked against the server's tool list."""
@@ -860,13 +766,3 @@ def build_mcp(request: BuildRequest) -> MCPRetriever:
     )
     retriever.check_tool()
     return retriever
-
-
-BACKEND = BackendSpec(
-    name="mcp",
-    settings=MCPSettings,
-    factory=build_mcp,
-    kind=lambda settings: settings.retrieval_kind,
-    check=declared_server,
-    extra="mcp",
-)

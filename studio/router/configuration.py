@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from parallel_rag.backends.mcp.retriever import MCPServerConfig
+from parallel_rag.backends.mcp.settings import MCPServerConfig
 from parallel_rag.graph.configuration import ConfigError, EmbeddingsConfig, PipelineConfig
 from parallel_rag.graph.errors import FieldError
 from parallel_rag.graph.loading import parse_config, read_yaml
