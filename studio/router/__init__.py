@@ -8,6 +8,6 @@ to fusion), ``cache`` (the context cache and what invalidates it), ``injection``
 the caller's conversation), ``upstream`` (forwarding to the model server), ``report`` (headers
 and the ``parallel_rag`` field), ``preview`` (the plan without retrieving), ``runtime`` (the
 routes of one config and a chat completion's way through them), ``app`` (the HTTP surface) and
-``semantic_router_compat`` / ``semantic_router_providers`` (a vLLM Semantic Router file mapped
-onto ours).
+``semantic_router_compat`` / ``semantic_router_providers`` / ``semantic_router_rag_plugin`` (a
+vLLM Semantic Router file mapped onto ours).
 """
