@@ -1,15 +1,20 @@
 """Every retrieval backend parallel-rag can build, one line each.
 
-A backend is a module that defines its retriever, its settings model and a ``BACKEND =
-BackendSpec(...)`` entry beside them (see ``base.BackendSpec``); adding one is that module plus
-its name in ``MODULES`` below (docs/adding-a-backend.md walks through one). The configuration
-schema (each backend's entry model and the unions ``retrievers:`` and a hybrid's legs accept),
-the factory dispatch from an entry to its retriever, the stores ``parallel-rag ingest``
-writes, the files a router's context cache watches, the backends ``parallel-rag eval`` can
-index, the ones the ``prf`` rewriter can read, the setting names a run may never set and a
-route preview's view of each entry are all
-derived from ``BACKENDS``, through the helpers below: nothing outside ``backends/`` needs to
-name a backend.
+A backend is a package ``backends/<name>/``: its settings model in ``settings.py`` (pydantic
+and the standard library only), its retriever and store writer in ``retriever.py`` (and any
+modules beside it), and a ``BACKEND = BackendSpec(...)`` entry in its ``__init__.py`` whose
+factory and store hooks import ``retriever.py`` when they are called (see
+``base.BackendSpec``); adding one is that package plus its name in ``MODULES`` below
+(docs/adding-a-backend.md walks through one). Importing this registry imports each package,
+so the settings of every backend, never a retriever module or a client library: those load
+when a configuration builds or writes the backend.
+
+The configuration schema (each backend's entry model and the unions ``retrievers:`` and a
+hybrid's legs accept), the factory dispatch from an entry to its retriever, the stores
+``parallel-rag ingest`` writes, the files a router's context cache watches, the backends
+``parallel-rag eval`` can index, the ones the ``prf`` rewriter can read, the setting names a
+run may never set and a route preview's view of each entry are all derived from ``BACKENDS``,
+through the helpers below: nothing outside ``backends/`` needs to name a backend.
 """
 
 from __future__ import annotations
@@ -32,19 +37,13 @@ MODULES = (
     "hybrid",
     "mcp",
 )
-"""The backend modules under ``parallel_rag.backends``, each defining ``BACKEND``."""
+"""The backend packages under ``parallel_rag.backends``, each defining ``BACKEND``."""
 
 
-def _spec(module: str) -> BackendSpec:
-    """A backend package's ``BACKEND`` (its settings and hooks; the retriever module is imported
-    by the hooks, when a configuration uses the backend), or, for a backend not yet split that
-    way, its retriever module's."""
-    package = import_module(f"parallel_rag.backends.{module}")
-    spec = getattr(package, "BACKEND", None)
-    return spec or import_module(f"parallel_rag.backends.{module}.retriever").BACKEND
-
-
-BACKENDS: dict[str, BackendSpec] = {spec.name: spec for spec in map(_spec, MODULES)}
+BACKENDS: dict[str, BackendSpec] = {
+    spec.name: spec
+    for spec in (import_module(f"parallel_rag.backends.{module}").BACKEND for module in MODULES)
+}
 """Every registered backend by its ``backend:`` name."""
 
 REFUSED: dict[str, str] = {}

@@ -17,14 +17,13 @@ dense when its primary is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig
 from parallel_rag.backends.base import (
-    BackendSpec,
     BuildRequest,
     MetadataFilter,
     RetrievalKind,
@@ -33,6 +32,10 @@ from parallel_rag.backends.base import (
     retrieval_kind_of,
     warm_up_each,
 )
+from parallel_rag.backends.hybrid.settings import (
+    HybridOptions,
+    HybridStrategy,
+)
 from parallel_rag.backends.shared.lookups import (
     Lookup,
     LookupCall,
@@ -40,19 +43,14 @@ from parallel_rag.backends.shared.lookups import (
     lookup,
     start_lookup,
 )
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-HybridStrategy = Literal["sequential", "parallel"]
+__all__ = [  # the settings, from settings.py, where the configuration schema reads them
+    "HybridStrategy",
+    "HybridOptions",
+]
+
 T = TypeVar("T")
-
-
-class HybridOptions(BaseModel):
-    """The hybrid's own setting; the configuration adds its legs, ``primary`` and
-    ``fallback`` (each a full retriever entry of another backend), from ``BACKEND.legs``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    strategy: HybridStrategy = "sequential"
 
 
 @dataclass
@@ -185,17 +183,3 @@ def build_hybrid(request: BuildRequest) -> HybridRetriever:
         primary_timeout_seconds=timeout(primary),
         fallback_timeout_seconds=timeout(fallback),
     )
-
-
-BACKEND = BackendSpec(
-    name="hybrid",
-    settings=HybridOptions,
-    factory=build_hybrid,
-    kind=lambda settings: settings.primary.retrieval_kind,
-    legs={"primary": True, "fallback": False},
-    summary=lambda settings: {
-        "primary": settings.primary.name,
-        "fallback": settings.fallback.name if settings.fallback else None,
-        "strategy": settings.strategy,
-    },
-)

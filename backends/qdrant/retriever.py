@@ -16,62 +16,28 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
-    BackendSpec,
     ChunkBatch,
     DenseStoreRetriever,
     Fingerprint,
     MetadataFilter,
     SettingsStore,
     StoreInUseError,
-    resolve_path,
     scored_document,
-    settings_factory,
 )
 from parallel_rag.backends.encoders.embeddings import load_embeddings
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, model_validator
+from parallel_rag.backends.qdrant.settings import (
+    DEFAULT_PATH,
+    QdrantSettings,
+)
+from pydantic import Field, PrivateAttr, SecretStr
+
+__all__ = [  # the settings, from settings.py, where the configuration schema reads them
+    "DEFAULT_PATH",
+    "QdrantSettings",
+]
 
 if TYPE_CHECKING:  # imported where used: the "qdrant" extra, and 0.5 s, only when configured
     from qdrant_client import QdrantClient, models
-
-DEFAULT_PATH = ".parallel-rag/qdrant"
-
-
-class QdrantSettings(BaseModel):
-    """``backend_config`` of a ``qdrant`` retriever (field names of a ``rag`` plugin
-    configuration block, so one pastes in unchanged)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    collection: str = Field(default="parallel_rag", min_length=1)
-    content_field: str = Field(default="content", min_length=1)
-    metadata_field: str = Field(default="metadata", min_length=1)
-    path: str | None = None
-    location: str | None = None
-    url: str | None = None
-    api_key: SecretStr | None = None
-    reuse_cache_connection: bool | None = Field(
-        default=None,
-        description="accepted so rag plugin blocks paste in; clients are always shared",
-    )
-
-    @model_validator(mode="after")
-    def _one_connection(self) -> QdrantSettings:
-        given = [name for name in ("path", "location", "url") if getattr(self, name)]
-        if len(given) > 1:
-            raise ValueError(f"give only one of path, location, url (got {', '.join(given)})")
-        if not given:
-            self.path = DEFAULT_PATH
-        return self
-
-    def connection_key(self, base_dir: Path | None = None) -> tuple[str, str]:
-        if self.url:
-            return ("url", self.url)
-        if self.location:
-            return ("location", self.location)
-        path = Path(self.path or DEFAULT_PATH)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        return ("path", str(path.resolve()))
 
 
 _clients: dict[tuple[str, str], QdrantClient] = {}
@@ -292,20 +258,3 @@ class QdrantStore(SettingsStore):
             **batch.columns(),
             replace_file_ids=replace_file_ids,
         )
-
-
-BACKEND = BackendSpec(
-    name="qdrant",
-    settings=QdrantSettings,
-    factory=settings_factory(QdrantRetriever),
-    kind=QdrantRetriever.retrieval_kind,
-    store=QdrantStore,
-    # local mode keeps a collection's points in this folder; a server's expire by TTL only
-    locations=lambda settings, base_dir: (
-        [resolve_path(settings.path, base_dir) / "collection" / settings.collection]
-        if settings.path
-        else []
-    ),
-    evaluable=True,
-    extra="qdrant",
-)

@@ -33,7 +33,7 @@ from qdrant_edge import (
 )
 
 if TYPE_CHECKING:
-    from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings
+    from parallel_rag.backends.qdrant_edge.settings import QdrantEdgeSettings
 
 # What a search reads of each hit's payload. The shard keeps payloads on disk and reading a
 # whole one (content, metadata) costs far more than the vector search itself, so a search reads

@@ -21,7 +21,6 @@ refuses queries embedded by another one.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +31,6 @@ import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from parallel_rag.backends.base import (
-    BackendSpec,
     ChunkBatch,
     DenseStoreRetriever,
     Fingerprint,
@@ -40,43 +38,32 @@ from parallel_rag.backends.base import (
     SettingsStore,
     matches_filter,
     scored_document,
-    settings_factory,
 )
 from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity, load_embeddings
 from parallel_rag.backends.shared.revisions import (
     LiveRevisions,
-    current_file_of,
     current_revision,
     new_revision,
     publish,
     write_lock,
 )
-from pydantic import BaseModel, ConfigDict, Field
+from parallel_rag.backends.vectorstore.settings import (
+    DEFAULT_ROOT,
+    STORE_ID,
+    VectorStoreSettings,
+    named_store,
+    store_path,
+)
 
-DEFAULT_ROOT = ".parallel-rag/vector_stores"
-STORE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+__all__ = [  # the settings, from settings.py, where the configuration schema reads them
+    "DEFAULT_ROOT",
+    "STORE_ID",
+    "VectorStoreSettings",
+    "store_path",
+    "named_store",
+]
+
 FORMAT_VERSION = 1
-
-
-class VectorStoreSettings(BaseModel):
-    """``backend_config`` of a ``vectorstore`` retriever (field names of a ``rag`` plugin
-    configuration block, so one pastes in unchanged)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    vector_store_id: str = Field(pattern=STORE_ID)
-    root: str = DEFAULT_ROOT
-    file_ids: list[str] = Field(default_factory=list)
-
-    def store_dir(self, base_dir: Path | None = None) -> Path:
-        return store_path(self.root, self.vector_store_id, base_dir)
-
-
-def store_path(root: str | os.PathLike, store_id: str, base_dir: Path | None = None) -> Path:
-    path = Path(root).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
-    return path.resolve() / store_id
 
 
 @dataclass
@@ -284,13 +271,6 @@ class VectorStoreRetriever(DenseStoreRetriever):
         ]
 
 
-def named_store(store_id: str, configured: Sequence[VectorStoreSettings]) -> dict[str, Any]:
-    """The store ``parallel-rag ingest --store NAME`` writes: NAME under the first configured
-    ``vectorstore``'s root, else under the default root."""
-    root = configured[0].root if configured else DEFAULT_ROOT
-    return {"vector_store_id": store_id, "root": root}
-
-
 class ManagedStore(SettingsStore):
     """Ingest's writer for a managed vector store."""
 
@@ -307,14 +287,3 @@ class ManagedStore(SettingsStore):
             replace_file_ids=replace_file_ids,
             embedding_model=self.context.embedding_model,
         )
-
-
-BACKEND = BackendSpec(
-    name="vectorstore",
-    settings=VectorStoreSettings,
-    factory=settings_factory(VectorStoreRetriever),
-    kind=VectorStoreRetriever.retrieval_kind,
-    store=ManagedStore,
-    locations=current_file_of,
-    named_store=named_store,
-)
