@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
 from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity
@@ -208,17 +209,31 @@ def resolve_path(path: str | Path, base_dir: Path | None) -> Path:
     return (base_dir / candidate).resolve()
 
 
+@runtime_checkable
+class SentenceSource(Protocol):
+    """The generator's sentences, as ingest hands them to a store that indexes sentences
+    (Qdrant Edge's sentence shard): the store must cut a chunk exactly as the extractive
+    generator does, and that splitter lives with the generator (``nodes/generate``), which a
+    backend does not import."""
+
+    def split(self, text: str) -> list[str]:
+        """The sentences of one chunk."""
+
+    def embeddings(self) -> Embeddings:
+        """The model sentences are embedded with (reading vectors ingest stored first)."""
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """What every backend of one configuration shares: where relative paths start, the
-    embedding model dense backends embed queries and chunks with, and the file of sentence
-    vectors ingest stores (``generator.sentence_vectors``, or None): a backend that embeds
-    sentences reads them there first instead of embedding the same sentences again."""
+    embedding model dense backends embed queries and chunks with, and, when ingest or an
+    evaluation writes, the generator's sentences (``SentenceSource``; None when searching):
+    a store that indexes sentences cuts and embeds them through it."""
 
     base_dir: Path
     embedding_model: str
     device: str
-    sentence_vectors: Path | None = None
+    sentences: SentenceSource | None = None
 
 
 @dataclass(frozen=True)

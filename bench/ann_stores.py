@@ -500,6 +500,8 @@ def run_sentences(
     from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
     from parallel_rag.backends.qdrant_edge.search import open_revision
     from parallel_rag.backends.qdrant_edge.writes import write_chunks
+    from parallel_rag.nodes.generate import sentence_vectors
+    from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 
     vectors, query_vectors = dataset(n, queries)
     build = {"m": m, "ef_construct": ef_construct, "sentence_ef_construct": sentence_ef_construct}
@@ -521,7 +523,7 @@ def run_sentences(
     product_load = qdrant_edge.load_embeddings
     # bench only: the write path (its points) and the retriever (its queries) get the
     # synthetic vectors for this model name
-    for module in (qdrant_edge, qdrant_edge_points):
+    for module in (qdrant_edge, qdrant_edge_points, sentence_vectors):
         module.load_embeddings = lambda name=BUNDLED, device="cpu": (
             synthetic if name == SYNTHETIC_MODEL else product_load(name, device)
         )
@@ -539,6 +541,7 @@ def run_sentences(
             vectors=vectors[chunks.start : chunks.stop],
             replace_file_ids=[],
             embedding_model=SYNTHETIC_MODEL,
+            sentences=GeneratorSentences(SYNTHETIC_MODEL),
         )
     write_s, write_cpu = time.perf_counter() - wall, time.process_time() - cpu
     # what a server's start does before traffic (``RAGGraphs.warm_up``): read the store in

@@ -53,7 +53,7 @@ def sentence_fingerprint(corpus: dict[str, dict[str, str]]) -> str:
     signature, so an index built before the sentence splitter changed is built again."""
     import hashlib
 
-    from parallel_rag.backends.text_analysis import split_sentences
+    from parallel_rag.nodes.generate.sentences import split_sentences
 
     digest = hashlib.sha256()
     for doc_id in sorted(corpus):

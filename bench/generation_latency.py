@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         for a, b in zip(rows["stored"], rows["model"], strict=True)
     )
     quality = {mode: score(rows[mode], by_id, data.corpus) for mode in rows}
-    from parallel_rag.backends.text_analysis import split_sentences
+    from parallel_rag.nodes.generate.sentences import split_sentences
 
     sentences = [sum(len(split_sentences(d["content"])) for d in r["documents"]) for r in asked]
     labels = {

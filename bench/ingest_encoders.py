@@ -38,7 +38,7 @@ from parallel_rag.backends.encoders.onnx_query import (
     encoder_threads,
     onnx_query_embeddings,
 )
-from parallel_rag.backends.text_analysis import split_sentences
+from parallel_rag.nodes.generate.sentences import split_sentences
 from parallel_rag.studio.ingestion.chunk import load_chunks
 
 from bench.data import data_root

@@ -160,8 +160,9 @@ def edge_reads_the_cache(cached) -> Iterator[None]:
     points) through the bench's cache."""
     from parallel_rag.backends.qdrant_edge import points as qdrant_edge_points
     from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
+    from parallel_rag.nodes.generate import sentence_vectors  # the sentences' embedder
 
-    modules = (qdrant_edge, qdrant_edge_points)
+    modules = (qdrant_edge, qdrant_edge_points, sentence_vectors)
     original = qdrant_edge.load_embeddings
 
     def patched(model: str = BUNDLED, device: str = "cpu"):

@@ -13,7 +13,6 @@ from langchain_core.retrievers import BaseRetriever
 from parallel_rag.backends.base import BackendContext, BuildRequest, SettingError, term_index_of
 from parallel_rag.backends.encoders.embeddings import load_embeddings
 from parallel_rag.backends.registry import BACKENDS, term_index_backends
-from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.graph.configuration import (
     ConfigError,
     EmbeddingsConfig,
@@ -26,6 +25,7 @@ from parallel_rag.graph.configuration import (
 from parallel_rag.nodes.chat_models import make_chat_model
 from parallel_rag.nodes.generate.chat import ChatModelGenerator
 from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+from parallel_rag.nodes.generate.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.nodes.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
 from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
 from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer

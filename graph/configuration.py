@@ -20,7 +20,6 @@ from parallel_rag.backends.encoders.embeddings import BUNDLED
 from parallel_rag.backends.extras import MissingExtraError, require_extra
 from parallel_rag.backends.mcp.settings import MCPServerConfig
 from parallel_rag.backends.registry import BACKENDS, REFUSED, leaf_entries, term_index_backends
-from parallel_rag.backends.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
 from parallel_rag.graph.errors import ConfigError as ConfigError  # re-exported, raised elsewhere
 from parallel_rag.graph.errors import FieldError
 from parallel_rag.nodes.chat_models import ChatModelSettings
@@ -32,6 +31,7 @@ from parallel_rag.nodes.fuse import (
     FusionMethod,
     method_for_k,
 )
+from parallel_rag.nodes.generate.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
 from parallel_rag.nodes.rerank.listwise import validate_ranking_prompt
 from parallel_rag.nodes.rewrite.rewriters import validate_prompt
 from pydantic import (

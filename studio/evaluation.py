@@ -25,6 +25,7 @@ from parallel_rag.backends.registry import collection_writer, evaluable_backends
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.graph.state import MAX_TOP_K
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 from parallel_rag.studio.ingestion.chunk import Chunk
 from parallel_rag.studio.ingestion.embed import embed_chunks
 
@@ -94,7 +95,9 @@ def index_corpus(
     chunks = corpus_chunks(corpus)
     vectors = None
     embeddings = config.embeddings
-    context = BackendContext(base_dir, embeddings.model, embeddings.device)
+    # a store that indexes sentences cuts and embeds them as the generator does
+    sentences = GeneratorSentences(embeddings.model, embeddings.device)
+    context = BackendContext(base_dir, embeddings.model, embeddings.device, sentences)
     for entry in config.retrievers:
         if entry.backend not in evaluable_backends():
             continue

@@ -46,7 +46,7 @@ from typing import Any
 
 from parallel_rag.backends.base import BackendContext, ChunkBatch
 from parallel_rag.backends.registry import collection_writer
-from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS, split_sentences
+from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import PipelineConfig, RetrieverEntry
 from parallel_rag.graph.fitted_fusion import (
@@ -62,6 +62,8 @@ from parallel_rag.nodes.fuse import (
     DEFAULT_RRF_K,
     fuse_branches,
 )
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
+from parallel_rag.nodes.generate.sentences import split_sentences
 
 PSEUDO_QUERIES = 200
 MIN_CHUNKS = 200  # fewer chunks: too few distractors for the ranks to say anything
@@ -334,7 +336,11 @@ def edited_corpus_lists(
         scratch,
         config.embeddings.model,
         config.embeddings.device,
-        sentence_vectors=base_dir / stored if stored is not None else None,
+        GeneratorSentences(
+            config.embeddings.model,
+            config.embeddings.device,
+            base_dir / stored if stored is not None else None,
+        ),
     )
     meta = {c[0]: c[2] for c in chunks}
     targets = [Chunk(t, text, dict(meta[t])) for t, text in edited.items()]

@@ -14,13 +14,11 @@ import functools
 import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from parallel_rag.backends.base import ChunkBatch
+from parallel_rag.backends.base import ChunkBatch, SentenceSource
 from parallel_rag.backends.encoders.embeddings import load_embeddings, resolve_model
-from parallel_rag.backends.sentence_vectors import load_stored_sentence_embeddings
 from qdrant_edge import Point
 
 if TYPE_CHECKING:
@@ -240,24 +238,16 @@ def sentence_uuids(chunk_id: str, count: int) -> tuple[uuid.UUID, ...]:
 
 
 def sentence_points(
-    batch: ChunkBatch,
-    sentences: Sequence[Sequence[str]],
-    model: str,
-    device: str,
-    stored: Path | None = None,
+    batch: ChunkBatch, sentences: Sequence[Sequence[str]], source: SentenceSource
 ) -> list[Point]:
     """One point per sentence of each chunk (``sentences[i]`` are chunk ``i``'s), embedded
-    with the shared model, each distinct text of the batch once (read from the ``stored``
-    sentence vectors when they hold it); payload: the chunk id, its metadata (for filters and
+    by ``source`` (the generator's sentences ingest hands over: stored vectors read first),
+    each distinct text of the batch once; payload: the chunk id, its metadata (for filters and
     deletes) and the sentence number."""
     unique = list(dict.fromkeys(text for parts in sentences for text in parts))
     if not unique:
         return []
-    embeddings = (
-        load_stored_sentence_embeddings(stored, model, device)
-        if stored is not None
-        else load_embeddings(model, device)
-    )
+    embeddings = source.embeddings()
     vectors: dict[str, Any] = {}
     for start in range(0, len(unique), WRITE_BATCH):
         part = unique[start : start + WRITE_BATCH]

@@ -201,5 +201,5 @@ class QdrantEdgeStore(SettingsStore):
             replace_file_ids=replace_file_ids,
             embedding_model=self.context.embedding_model,
             device=self.context.device,
-            sentence_vectors=self.context.sentence_vectors,
+            sentences=self.context.sentences,
         )

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from parallel_rag.backends.base import ChunkBatch, Fingerprint
+from parallel_rag.backends.base import ChunkBatch, Fingerprint, SentenceSource
 from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity
 from parallel_rag.backends.qdrant_edge.points import (
     WRITE_BATCH,
@@ -30,7 +30,6 @@ from parallel_rag.backends.shared.revisions import (
     publish,
     write_lock,
 )
-from parallel_rag.backends.text_analysis import split_sentences
 from qdrant_edge import (
     Distance,
     EdgeConfig,
@@ -192,13 +191,13 @@ def write_chunks(
     replace_file_ids: Sequence[str],
     embedding_model: str = BUNDLED,
     device: str = "cpu",
-    sentence_vectors: Path | None = None,
+    sentences: SentenceSource | None = None,
 ) -> None:
     """Publish a new revision: the live one with every chunk of ``replace_file_ids`` deleted
     (all its passages) and the given chunks upserted (as passages when ``settings.passages``
-    says so), its HNSW index built. Sentence vectors stored in ``sentence_vectors`` (the file
-    ingest fills for the generator, the same model and sentences) are read, not embedded
-    again.
+    says so), its HNSW index built. With a sentence weight above 0, each chunk's sentences
+    are cut and embedded by ``sentences`` (the generator's, handed over by ingest: the same
+    sentences it scores, their stored vectors read, not embedded again).
 
     Points are made and embedded ``WRITE_BATCH`` chunks at a time as they are upserted, so a
     write's memory is the engine's plus one batch, whatever the collection's size; the cost is
@@ -207,7 +206,15 @@ def write_chunks(
     identity = embedding_identity(embedding_model)
     batch = ChunkBatch(ids=ids, texts=texts, metadatas=metadatas, vectors=vectors)
     weight = settings.passages.sentence_weight if settings.passages is not None else 0.0
-    counts = [len(split_sentences(text)) for text in texts] if weight > 0 else None
+    counts: list[int] | None = None
+    if weight > 0:  # a write that only deletes needs no sentences
+        if texts and sentences is None:
+            raise ValueError(
+                f"Qdrant Edge collection '{settings.collection}': passages.sentence_weight "
+                f"{weight} needs the generator's sentences (write_chunks(sentences=...); "
+                "ingest hands them over in BackendContext.sentences)"
+            )
+        counts = [len(sentences.split(text)) for text in texts] if sentences else []
 
     def passage_batches() -> Iterator[list[Point]]:
         """The passage shard's points, ``WRITE_BATCH`` chunks at a time: a collection of a
@@ -224,8 +231,9 @@ def write_chunks(
         """The sentence shard's points, the sentences of ``WRITE_BATCH`` chunks at a time."""
         for start in range(0, len(ids), WRITE_BATCH):
             part = batch.part(start, start + WRITE_BATCH)
-            split = [split_sentences(text) for text in part.texts]
-            yield sentence_points(part, split, embedding_model, device, sentence_vectors)
+            assert sentences is not None  # checked above
+            split = [sentences.split(text) for text in part.texts]
+            yield sentence_points(part, split, sentences)
 
     passages = settings.passages.model_dump() if settings.passages is not None else None
     with write_lock(directory):  # also removes what a writer killed halfway left

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bm25s.stopwords import STOPWORDS_EN_PLUS
-from parallel_rag.backends.text_analysis import LIST_MARKER, split_sentences
+from parallel_rag.nodes.generate.sentences import LIST_MARKER, split_sentences
 
 _FUNCTION_WORDS = frozenset(STOPWORDS_EN_PLUS)
 _CLOSING = (".", "!", "?", ";", ",", ":")

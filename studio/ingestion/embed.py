@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 from parallel_rag.backends.encoders.embeddings import embedding_identity, load_embeddings
-from parallel_rag.backends.sentence_vectors import SentenceVectorStore
-from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.configuration import PipelineConfig
+from parallel_rag.nodes.generate.sentence_vectors import SentenceVectorStore
+from parallel_rag.nodes.generate.sentences import split_sentences
 from parallel_rag.studio.ingestion.chunk import Chunk
 from parallel_rag.studio.ingestion.defaults import EMBED_BATCH, SENTENCE_BATCH
 from tqdm.auto import tqdm

@@ -16,12 +16,11 @@ unchanged and skipped, every chunk ends present exactly once, the same ids in ev
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from parallel_rag.backends.encoders.embeddings import load_embeddings
-from parallel_rag.graph.components import backend_context
 from parallel_rag.graph.configuration import PipelineConfig, RetrieverEntry
 from parallel_rag.studio.documents import DEFAULT_MAX_FILE_MB, BadFileError, MissingExtraError
 from parallel_rag.studio.documents.base import DocumentLoadError
@@ -36,6 +35,7 @@ from parallel_rag.studio.ingestion.timings import StageTimings
 from parallel_rag.studio.ingestion.write import (
     FilePlan,
     Target,
+    ingest_context,
     ingest_targets,
     open_targets,
     plan_batch,
@@ -227,13 +227,8 @@ def write_batches(
     timings = timings if timings is not None else StageTimings()
     map_large_blocks()
     bound_kernel_cache()
-    stored = config.generator.sentence_vectors
-    context = replace(
-        backend_context(base_dir, config.embeddings),
-        sentence_vectors=base_dir / stored if stored is not None else None,
-    )
     with timings.stage("open stores"):
-        targets = open_targets(entries, context, store)
+        targets = open_targets(entries, ingest_context(config, base_dir), store)
     report = IngestReport(indexes=[t.label for t in targets], timings=timings)
     written: set[str] = set()
     bar = tqdm(total=total, desc="indexing", unit="chunk", disable=bars_off(progress))

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import NamedTuple
 
 from parallel_rag.backends.base import BackendContext, ChunkBatch, Fingerprint, StoreWriter
 from parallel_rag.backends.registry import BACKENDS, leaf_entries, named_store, store_writer
+from parallel_rag.graph.components import backend_context
 from parallel_rag.graph.configuration import (
     ENTRY_MODELS,
     ConfigError,
     PipelineConfig,
     RetrieverEntry,
 )
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 from parallel_rag.studio.ingestion.chunk import Chunk
 from parallel_rag.studio.ingestion.embed import EmbeddedChunks
 from parallel_rag.studio.ingestion.spool import fingerprint_digest
@@ -51,6 +54,19 @@ def ingest_targets(config: PipelineConfig, store: str | None) -> list[RetrieverE
     if not targets:
         raise ConfigError("retrievers: no configured retriever has an index parallel-rag can write")
     return targets
+
+
+def ingest_context(config: PipelineConfig, base_dir: Path) -> BackendContext:
+    """The context every store writer of ``config`` gets: the graph's, plus the generator's
+    sentences (``GeneratorSentences``: its splitter, and the vectors the embed stage stored
+    read first) for a store that indexes sentences."""
+    stored = config.generator.sentence_vectors
+    sentences = GeneratorSentences(
+        config.embeddings.model,
+        config.embeddings.device,
+        base_dir / stored if stored is not None else None,
+    )
+    return replace(backend_context(base_dir, config.embeddings), sentences=sentences)
 
 
 def writer_for(entry: RetrieverEntry, context: BackendContext) -> StoreWriter:

@@ -34,6 +34,7 @@ from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.ingestion.load import file_id_for
 from qdrant_edge import (
@@ -177,6 +178,7 @@ def write(settings, vectors, *, first=0, file_id="f", replace=(), model="bundled
         vectors=vectors.tolist(),
         replace_file_ids=list(replace),
         embedding_model=model,
+        sentences=GeneratorSentences(model),
     )
     return ids
 
@@ -472,12 +474,14 @@ KILLED_WRITER = """
 import sys
 import numpy as np
 from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings, write_chunks
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 settings = QdrantEdgeSettings(path=sys.argv[1])
 vectors = np.random.default_rng(7).normal(size=(200_000, 32)).astype(np.float32)
 print("writing", flush=True)
 write_chunks(settings, None, ids=[f"big-{i}" for i in range(len(vectors))],
              texts=["x"] * len(vectors), metadatas=[{"file_id": "big"}] * len(vectors),
-             vectors=vectors.tolist(), replace_file_ids=["a"])
+             vectors=vectors.tolist(), replace_file_ids=["a"],
+             sentences=GeneratorSentences("bundled"))
 """
 
 

@@ -22,6 +22,7 @@ from parallel_rag.backends.qdrant_edge.writes import write_chunks
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 from parallel_rag.studio.ingestion import ingest_paths
 from qdrant_edge import FieldCondition, Filter, MatchValue, ScrollRequest
 
@@ -158,6 +159,7 @@ def test_a_chunk_written_again_shorter_leaves_no_stale_passages(tmp_path):
             metadatas=[{"file_id": "f", "record_id": "annals"}],
             vectors=model.embed_documents([content]),
             replace_file_ids=[],
+            sentences=GeneratorSentences(BUNDLED),
         )
 
     put(text)

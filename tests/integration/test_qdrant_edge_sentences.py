@@ -34,10 +34,11 @@ from parallel_rag.backends.qdrant_edge.search import (
     scored_hit,
 )
 from parallel_rag.backends.qdrant_edge.writes import SENTENCES_DIR, write_chunks
-from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
+from parallel_rag.nodes.generate.sentences import split_sentences
 from parallel_rag.studio.ingestion import ingest_paths
 from qdrant_edge import Query, QueryRequest
 
@@ -274,13 +275,23 @@ def test_a_chunk_written_again_keeps_no_stale_sentences(tmp_path):
             metadatas=[{"file_id": "f"}],
             vectors=model.embed_documents([content]),
             replace_file_ids=replace,
+            sentences=GeneratorSentences(BUNDLED),
         )
 
     put("Note\nOne sentence here. Two sentences here. Three sentences here.", [])
     assert open_revision(settings.store_dir()).sentences.info().points_count == 3
     put("Note\nOnly one sentence is left now.", [])
     assert open_revision(settings.store_dir()).sentences.info().points_count == 1
-    write_chunks(settings, None, ids=[], texts=[], metadatas=[], vectors=[], replace_file_ids=["f"])
+    write_chunks(
+        settings,
+        None,
+        ids=[],
+        texts=[],
+        metadatas=[],
+        vectors=[],
+        replace_file_ids=["f"],
+        sentences=GeneratorSentences(BUNDLED),
+    )
     held = open_revision(settings.store_dir())
     assert held.shard.info().points_count == 0 and held.sentences.info().points_count == 0
 
@@ -433,6 +444,7 @@ def test_a_write_makes_its_points_a_batch_of_chunks_at_a_time(tmp_path, monkeypa
         metadatas=[{"file_id": "records", "record_id": r} for r in ids],
         vectors=model.embed_documents(contents),
         replace_file_ids=[],
+        sentences=GeneratorSentences(BUNDLED),
     )
     batches = [ids[0:2], ids[2:4], ids[4:5]]
     assert made == [("passage_points", b) for b in batches] + [

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 
-from parallel_rag.backends.sentence_vectors import SentenceVectorStore
+from parallel_rag.nodes.generate.sentence_vectors import SentenceVectorStore
 
 IDENTITY = "counting-letters"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from parallel_rag.backends.encoders.embeddings import embedding_identity, load_embeddings
-from parallel_rag.backends.sentence_vectors import SentenceVectorStore
-from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import default_config_dict, parse_config
+from parallel_rag.nodes.generate.sentence_vectors import SentenceVectorStore
+from parallel_rag.nodes.generate.sentences import split_sentences
 from parallel_rag.studio.ingestion import ingest_paths
 from parallel_rag.studio.ingestion.chunk import load_chunks
 

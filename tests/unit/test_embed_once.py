@@ -18,6 +18,7 @@ from parallel_rag.backends.vectorstore.retriever import store_path
 from parallel_rag.backends.vectorstore.retriever import write_chunks as write_managed
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.loading import parse_config
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 
 DIM = 16
 WORDS = ["bridge", "comet", "river", "engine", "tower", "planet", "steel", "orbit"]
@@ -94,6 +95,7 @@ def test_one_request_embeds_its_query_once_across_dense_branches(counting, tmp_p
         metadatas=metadatas,
         vectors=vectors,
         replace_file_ids=[],
+        sentences=GeneratorSentences("bundled"),
     )
     write_managed(
         store_path(".parallel-rag/vector_stores", "kb", tmp_path),

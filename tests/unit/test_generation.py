@@ -8,7 +8,6 @@ import re
 import pytest
 from evidence_structure import split_evidence
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from parallel_rag.backends.text_analysis import split_sentences
 from parallel_rag.graph import build_graph
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.generate.chat import ChatModelGenerator
@@ -16,6 +15,7 @@ from parallel_rag.nodes.generate.citations import GeneratedAnswer, cited_numbers
 from parallel_rag.nodes.generate.evidence import format_evidence, neutralize
 from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
 from parallel_rag.nodes.generate.node import GenerateNode
+from parallel_rag.nodes.generate.sentences import split_sentences
 from parallel_rag.nodes.prompts import INSUFFICIENT_EVIDENCE
 
 QUESTION = "When was the Eiffel Tower built?"

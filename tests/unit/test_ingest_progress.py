@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from document_files import PDF_PAGES, two_bm25_config, write_pdf
 from parallel_rag.backends.encoders.embeddings import embedding_identity
-from parallel_rag.backends.sentence_vectors import SentenceVectorStore
+from parallel_rag.nodes.generate.sentence_vectors import SentenceVectorStore
 from parallel_rag.studio import ingestion
 from parallel_rag.studio.ingestion import embed
 from parallel_rag.studio.ingestion.chunk import Chunk

@@ -28,6 +28,7 @@ from parallel_rag.graph.builder import build_graphs
 from parallel_rag.graph.context import RAGContext
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.routing import QueryPrefetch
+from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 from parallel_rag.nodes.retrieve import RetrievalBranch
 
 DIM = 16
@@ -283,6 +284,7 @@ def edge_graph(shared_model, tmp_path, fakes):
         metadatas=[{"file_id": "f", "source": "s.md"} for _ in texts],
         vectors=[vector(t) for t in texts],
         replace_file_ids=[],
+        sentences=GeneratorSentences("bundled"),
     )
     config = {
         "retrievers": [

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from parallel_rag.backends.sentence_vectors import (
+from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+from parallel_rag.nodes.generate.sentence_vectors import (
     SentenceVectorStore,
     StoredSentenceEmbeddings,
     sentence_key,
 )
-from parallel_rag.backends.text_analysis import split_sentences
-from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+from parallel_rag.nodes.generate.sentences import split_sentences
 
 IDENTITY = "counting-letters"
 DOCS = [

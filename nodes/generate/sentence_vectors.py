@@ -1,6 +1,9 @@
-"""Sentence vectors computed once, at ingest, and kept on disk beside the indexes, so the
-extractive generator scores evidence it has never seen in its process without running the
-embedding model over every sentence of every request.
+"""Sentence vectors computed once, at ingest (its embed stage), and kept on disk beside the
+indexes, so the extractive generator scores evidence it has never seen in its process without
+running the embedding model over every sentence of every request. They live with the generator
+because they are its sentences (``sentences.split_sentences``); a store that indexes sentences
+too (Qdrant Edge's sentence shard) is handed them by ingest (``GeneratorSentences``), so no
+backend owns the generator's text analysis.
 
 Layout: one SQLite file (default ``.parallel-rag/sentence_vectors.sqlite3``) in WAL mode, one
 table ``sentence_vectors(key BLOB PRIMARY KEY, vector BLOB) WITHOUT ROWID``. ``key`` is the
@@ -26,6 +29,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,6 +40,7 @@ from parallel_rag.backends.encoders.embeddings import (
     embedding_identity,
     load_embeddings,
 )
+from parallel_rag.nodes.generate.sentences import split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -242,3 +247,23 @@ def load_stored_sentence_embeddings(
     """The shared embedding model (``load_embeddings``) reading sentence vectors stored at
     ``path``: one store connection per file and model in a process."""
     return _stored(str(Path(path).resolve()), model, device)
+
+
+@dataclass(frozen=True)
+class GeneratorSentences:
+    """The generator's sentences as a store that indexes sentences receives them from ingest
+    (``backends.base.SentenceSource``): cut by ``split_sentences`` and embedded by the shared
+    model, reading the vectors stored at ``stored`` first (ingest's embed stage has just
+    written them), so each sentence is embedded once for the generator and the store."""
+
+    model: str
+    device: str = "cpu"
+    stored: Path | None = None
+
+    def split(self, text: str) -> list[str]:
+        return split_sentences(text)
+
+    def embeddings(self) -> Embeddings:
+        if self.stored is None:
+            return load_embeddings(self.model, self.device)
+        return load_stored_sentence_embeddings(self.stored, self.model, self.device)
