@@ -5,8 +5,9 @@ with the generator: ``nodes/generate/sentences.py``.)
 Two analyzers are available:
 
 ``english`` (the default)
-    lowercase -> ``\\w+`` tokens -> drop English stopwords (bm25s's bundled list,
-    ``bm25s.stopwords.STOPWORDS_EN``, the Lucene/Elasticsearch English set) -> Snowball
+    lowercase -> ``\\w+`` tokens -> drop English stopwords (the Lucene/Elasticsearch English
+    set: bm25s's bundled ``bm25s.stopwords.STOPWORDS_EN``, written out here because importing
+    bm25s imports numpy and scipy; a test keeps the two equal) -> Snowball
     English stemming with PyStemmer.
 ``plain``
     lowercase -> ``\\w+`` tokens, nothing else. Kept so a benchmark can measure what the
@@ -23,7 +24,6 @@ import threading
 from collections.abc import Iterable
 from typing import Literal, get_args
 
-import bm25s.stopwords
 import Stemmer
 
 AnalyzerName = Literal["english", "plain"]
@@ -35,7 +35,10 @@ DEFAULT_ANALYZER: AnalyzerName = "english"
 TOKEN_PATTERN = re.compile(r"\w+")
 """Unicode word characters; lowercasing happens before matching."""
 
-ENGLISH_STOPWORDS: frozenset[str] = frozenset(bm25s.stopwords.STOPWORDS_EN)
+ENGLISH_STOPWORDS: frozenset[str] = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
 
 _TERM_CACHE_MAX = 1_000_000
 """Distinct tokens remembered by an analyzer before its token -> term cache is reset."""

@@ -22,7 +22,7 @@ from parallel_rag.backends.encoders.embeddings import load_embeddings, resolve_m
 from qdrant_edge import Point
 
 if TYPE_CHECKING:
-    from parallel_rag.backends.qdrant_edge.retriever import PassageSettings
+    from parallel_rag.backends.qdrant_edge.settings import PassageSettings
 
 WRITE_BATCH = 1024  # chunks whose points are made, embedded and upserted together
 ID_CACHE_CHUNKS = 8192  # chunks whose sentence point ids are kept (about 1 KB each)

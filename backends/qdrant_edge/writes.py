@@ -51,7 +51,7 @@ from qdrant_edge import (
 )
 
 if TYPE_CHECKING:
-    from parallel_rag.backends.qdrant_edge.retriever import QdrantEdgeSettings
+    from parallel_rag.backends.qdrant_edge.settings import QdrantEdgeSettings
 
 MANIFEST_FILE = "parallel_rag.json"  # a revision's embedding identity, dimension and counts
 SENTENCES_DIR = "sentences"  # the revision's sentence shard, beside the passage shard's files

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 from parallel_rag.nodes.generate.citations import GeneratedAnswer
 from parallel_rag.nodes.generate.sentence_scoring import CandidateSentence, cosine_similarities
 
@@ -234,6 +233,8 @@ def arrange_sentences(
         run.sort(key=lambda s: s.position)
     focus_of = {id(s): 0.0 for s in chosen}
     if focus and all(s.vector is not None for s in sentences):
+        import numpy as np  # with the sentence vectors, which are numpy arrays
+
         focus_vector = np.asarray(embeddings().embed_query(focus), dtype=np.float32)
         matrix = np.stack([s.vector for s in sentences])
         cosines = np.maximum(cosine_similarities(matrix, focus_vector), 0.0)

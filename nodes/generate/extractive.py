@@ -10,9 +10,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from parallel_rag.nodes import prompts
 from parallel_rag.nodes.generate.answer_assembly import (
     arrange_sentences,
@@ -25,6 +24,9 @@ from parallel_rag.nodes.generate.sentence_scoring import (
     candidate_sentences,
     cosine_similarities,
 )
+
+if TYPE_CHECKING:  # numpy loads with the first sentences embedded, not with the graph
+    import numpy as np
 
 
 class ExtractiveGenerator:
@@ -147,6 +149,8 @@ class ExtractiveGenerator:
         come back request after request, and embedding them dominated the cost of an answer.
         The cache is a bounded LRU (``sentence_cache_size`` vectors, float32), so memory stays
         flat however many requests are served."""
+        import numpy as np  # with the first sentences embedded, not with the graph
+
         with self._cache_lock:
             cached = {s: self._sentence_vectors.get(s) for s in dict.fromkeys(sentences)}
             for sentence, vector in cached.items():
@@ -171,6 +175,8 @@ class ExtractiveGenerator:
         model)."""
         if self.embeddings is None or not sentences:
             return [0.0] * len(sentences), None
+        import numpy as np
+
         model = self.embeddings()
         query_vector = np.asarray(model.embed_query(query), dtype=np.float32)
         vectors = self._sentence_matrix(model, sentences)

@@ -43,10 +43,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bm25s.stopwords import STOPWORDS_EN_PLUS
+from parallel_rag.nodes.generate.function_words import FUNCTION_WORDS as _FUNCTION_WORDS
 from parallel_rag.nodes.generate.sentences import LIST_MARKER, split_sentences
 
-_FUNCTION_WORDS = frozenset(STOPWORDS_EN_PLUS)
 _CLOSING = (".", "!", "?", ";", ",", ":")
 # a run of four dots or more, spaced or not ("....", ". . . ."), or ellipsis characters
 _LEADERS = re.compile(r"(?:\.\s*){4,}|\u2026{2,}|(?:\u2026\s*\.\s*){2,}")

@@ -11,11 +11,10 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from bm25s.stopwords import STOPWORDS_EN_PLUS
 from parallel_rag.backends.text_analysis import analyze
+from parallel_rag.nodes.generate.function_words import FUNCTION_WORDS as _FUNCTION_WORDS
 from parallel_rag.nodes.generate.furniture import Furniture, continues, read_pieces
 from parallel_rag.nodes.generate.questions import (
     answer_kind,
@@ -24,6 +23,9 @@ from parallel_rag.nodes.generate.questions import (
     opens_with_reference,
 )
 from parallel_rag.nodes.generate.trimming import trim_sentence
+
+if TYPE_CHECKING:  # numpy loads with the first vectors compared, not with the graph
+    import numpy as np
 
 
 def document_title(document: Mapping[str, Any]) -> str:
@@ -60,13 +62,14 @@ class CandidateSentence:
     wraps: bool = False  # the rest of the sentence before it (that line runs into this one)
 
 
-_FUNCTION_WORDS = frozenset(STOPWORDS_EN_PLUS)  # NLTK's English list, as bm25s bundles it
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")  # "Kiss and Tell (1945 film)"
 _BM25_K1 = 1.2
 _BM25_B = 0.75
 
 
 def cosine_similarities(vectors: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(vector)
     return vectors @ vector / np.where(norms == 0, 1, norms)
 

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
 from parallel_rag.backends.encoders.embeddings import (
     WrappedEmbeddings,
@@ -41,6 +41,9 @@ from parallel_rag.backends.encoders.embeddings import (
     load_embeddings,
 )
 from parallel_rag.nodes.generate.sentences import split_sentences
+
+if TYPE_CHECKING:  # numpy loads with the first vectors read or written, not with the graph
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +115,8 @@ class SentenceVectorStore:
     def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those ``texts`` that have one (float32 rows, all of one
         dimension); an unreadable store gives none."""
+        import numpy as np
+
         wanted = {sentence_key(self.identity, t): t for t in dict.fromkeys(texts)}
         if not wanted:
             return {}
@@ -187,6 +192,8 @@ class SentenceVectorStore:
 
     def put(self, texts: Sequence[str], vectors: Sequence[Sequence[float]] | np.ndarray) -> int:
         """Store the vectors of ``texts`` in one transaction; returns the rows written."""
+        import numpy as np
+
         matrix = np.asarray(vectors, dtype="<f4")
         if len(texts) != len(matrix):
             raise ValueError(f"{len(texts)} texts but {len(matrix)} vectors")
@@ -224,6 +231,8 @@ class StoredSentenceEmbeddings(WrappedEmbeddings):
         self.store = store
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
         found = self.store.get(texts)
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:

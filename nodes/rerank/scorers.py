@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Literal
 
-import numpy as np
 from parallel_rag.backends.encoders.embeddings import (
     BUNDLED,
     embedding_identity,
@@ -89,6 +88,8 @@ def over_budget(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
 
 def cosine_scores(query_vector: Any, doc_vectors: Any) -> list[float]:
     """Cosine similarity of each document vector with the query vector (0 for zero vectors)."""
+    import numpy as np  # with the first vectors compared, not with the graph
+
     query_vector = np.asarray(query_vector, dtype=np.float64)
     doc_vectors = np.asarray(doc_vectors, dtype=np.float64).reshape(-1, query_vector.shape[-1])
     norms = np.linalg.norm(doc_vectors, axis=1) * np.linalg.norm(query_vector)

@@ -16,15 +16,16 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
-from parallel_rag.backends.bm25.retriever import BM25Index
 from parallel_rag.backends.text_analysis import get_analyzer
 from parallel_rag.nodes import prompts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:  # the BM25 index code (bm25s, numpy) loads with the bm25 branch it reads
+    from parallel_rag.backends.bm25.retriever import BM25Index
 
 RewriterKind = Literal["multi_query", "decompose", "hyde"]
 MAX_VIEW_CHARS = 500
@@ -281,6 +282,8 @@ class PseudoRelevanceRewriter:
 
     def expansion_terms(self, query: str) -> list[tuple[str, float]]:
         """The expansion terms with their relevance-model weights, heaviest first."""
+        import numpy as np  # with the index, which is built on it
+
         index = self.index()
         original = set(index.query_terms(query))
         if not original:
