@@ -61,6 +61,11 @@ def test_ingest_fits_and_the_result_and_tune_show_it(scifact_slice, tmp_path, mo
     assert "fusion fitted:" in out and "pseudo-queries" in out, out
     record = json.loads((tmp_path / ".parallel-rag" / "fusion-fit.json").read_text())
     assert record["status"] == "fitted" and record["evidence"]["pseudo_queries"] >= 50
+    # each branch alone was scored, and a default below one of them was not kept
+    evidence = record["evidence"]
+    assert set(evidence["single_branches"]) == set(record["retrievers"])
+    if evidence["default_score"] < max(evidence["single_branches"].values()):
+        assert evidence["chosen_score"] == evidence["best"][0]["score"]  # the best is taken
 
     assert main(["ask", queries[0]["text"], "--json"]) == 0
     fusion = json.loads(capsys.readouterr().out)["fusion"]
