@@ -78,6 +78,7 @@ def test_every_backend_is_covered():
 def test_importing_build_graph_loads_no_retriever_module_and_no_client_library(tmp_path):
     loaded = loaded_modules(None, tmp_path)
     assert sorted(backend_modules(set(BACKENDS)) & loaded) == []
+    assert sorted({"numpy", "scipy", "yaml"} & loaded) == []  # they load with what uses them
     settings = {f"parallel_rag.backends.{module}.settings" for module in MODULES} - {
         "parallel_rag.backends.hybrid.settings"  # imported like the others, checked below
     }
