@@ -1,6 +1,7 @@
-"""The guide docs/adding-a-backend.md, followed literally: its module plus its one registry
-line give a working backend, run end to end in a fresh interpreter (a subprocess, so this lives
-with the integration tests; the rest of the registry's tests are in tests/unit)."""
+"""The guide docs/adding-a-backend.md, followed literally: its folder (three modules) plus its
+one registry line give a working backend, whose retriever module loads only when a graph builds
+it, run end to end in a fresh interpreter (a subprocess, so this lives with the integration
+tests; the rest of the registry's tests are in tests/unit)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,33 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GUIDE = REPO_ROOT / "docs" / "adding-a-backend.md"
-# Run in a fresh interpreter: the guide's module becomes parallel_rag.backends.grep, the guide's
-# line is added to a copy of registry.py, then the configuration is derived as usual.
+# Run in a fresh interpreter: the guide's modules become the package parallel_rag.backends.grep
+# (imported as the files would be, each when first named), the guide's line is added to a copy
+# of registry.py, then the configuration is derived as usual.
 WITH_GREP = """
-import json, re, sys, types
+import importlib.abc, importlib.util, json, re, sys, types
 from pathlib import Path
 
 guide, registry_file, workdir = sys.argv[1:4]
 text = Path(guide).read_text(encoding="utf-8")
-module_code = re.search(r"```python\\n(.*?)```", text, re.S).group(1)
+files = dict(re.findall(r"`backends/grep/(\\w+)\\.py`:\\n\\n```python\\n(.*?)```", text, re.S))
+assert sorted(files) == ["__init__", "retriever", "settings"], sorted(files)
 added = re.findall(r"^\\+(.*)$", re.search(r"```diff\\n(.*?)```", text, re.S).group(1), re.M)
+PACKAGE = "parallel_rag.backends.grep"
+sources = {PACKAGE if n == "__init__" else f"{PACKAGE}.{n}": code for n, code in files.items()}
+
+class GuideFolder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name in sources:
+            return importlib.util.spec_from_loader(name, self, is_package=name == PACKAGE)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(compile(sources[module.__name__], module.__name__, "exec"), module.__dict__)
+
+sys.meta_path.insert(0, GuideFolder())
 
 def install(name, code):
     module = types.ModuleType(name)
@@ -29,7 +47,6 @@ def install(name, code):
     exec(compile(code, name, "exec"), module.__dict__)
 
 import parallel_rag.backends.base  # noqa: F401  (the package and the contract exist first)
-install("parallel_rag.backends.grep", module_code)
 registry = Path(registry_file).read_text(encoding="utf-8")
 anchor = '    "hybrid",\\n'
 install("parallel_rag.backends.registry", registry.replace(anchor, anchor + added[0] + "\\n", 1))
@@ -44,6 +61,7 @@ for bad in ({"backend": "grep"}, {**notes, "similarity_threshold": 0.5}):
         parse_config({"retrievers": [notes, {**bad, "name": "bad"}]})
     except ConfigError as error:
         errors.append(str(error).splitlines()[1].strip())
+lazy = f"{PACKAGE}.retriever" not in sys.modules
 graph = build_graph(
     {
         "retrievers": [
@@ -57,6 +75,7 @@ graph = build_graph(
 result = graph.invoke({"query": "Who wrote the first program?", "filters": {"source": "ada.md"}})
 print(json.dumps({
     "errors": errors,
+    "retriever_loaded": {"at load": not lazy, "when built": f"{PACKAGE}.retriever" in sys.modules},
     "answer": result["answer"],
     "sources": [d["metadata"]["source"] for d in result["documents"]],
     "branches": {b["retriever"]: b["status"] for b in result["branches"]},
@@ -64,7 +83,7 @@ print(json.dumps({
 """
 
 
-def test_the_guides_backend_is_one_module_plus_one_registry_line(tmp_path):
+def test_the_guides_backend_is_one_folder_plus_one_registry_line(tmp_path):
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "ada.md").write_text("Ada Lovelace wrote the first program, for the Engine.\n")
@@ -90,6 +109,7 @@ def test_the_guides_backend_is_one_module_plus_one_registry_line(tmp_path):
         "retrievers.1.similarity_threshold: does not apply to grep: its scores are shares of "
         "query words, not a similarity",
     ]
+    assert outcome["retriever_loaded"] == {"at load": False, "when built": True}
     assert outcome["sources"] == ["ada.md"]  # the filter reached the backend
     assert "Ada Lovelace" in outcome["answer"]
     assert outcome["branches"] == {"notes": "ok", "kb": "ok"}
