@@ -1,4 +1,6 @@
-"""Retrieval backends and their stores, each a LangChain ``BaseRetriever`` with its settings
-model beside it and one entry in ``registry``, plus the infrastructure they share: embeddings,
-JSON over HTTP with caps and retries, secrets, the BM25 text analyzer and the atomic on-disk
-writer. Nothing here knows the graph."""
+"""Retrieval backends and their stores, one package each (``<name>/``: ``settings.py`` the
+settings model, ``retriever.py`` a LangChain ``BaseRetriever`` and its store writer,
+``__init__.py`` the ``BackendSpec`` that ``registry`` lists, whose hooks import ``retriever.py``
+when called), plus the infrastructure they share: encoders (``encoders/``), JSON over HTTP with
+caps and retries, secrets and the atomic on-disk writer (``shared/``), the BM25 text analyzer.
+Nothing here knows the graph."""

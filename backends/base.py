@@ -6,10 +6,10 @@ of that, our backends accept per-call ``k`` and ``filters`` keyword arguments (L
 stable ``id`` and their retrieval score in ``metadata[SCORE_KEY]``. The retrieve node pops the
 score out of the metadata into the branch's source record.
 
-Each backend module also declares one ``BackendSpec`` (its settings model, retriever factory,
-retrieval kind, whether ``similarity_threshold`` applies, and, when ingest can write it, a
-``StoreWriter``), listed in ``registry.py``; the configuration schema, the factory dispatch and
-ingestion are derived from those specs.
+Each backend package also declares one ``BackendSpec`` in its ``__init__.py`` (its settings
+model, retriever factory, retrieval kind, whether ``similarity_threshold`` applies, and, when
+ingest can write it, a ``StoreWriter``), listed in ``registry.py``; the configuration schema,
+the factory dispatch and ingestion are derived from those specs.
 """
 
 from __future__ import annotations
@@ -384,8 +384,12 @@ class BackendSpec:
     a ``BM25Index``) that the ``prf`` rewriter can expand queries from. ``extra`` names the
     extra of ``parallel-rag`` that brings the packages it needs (``extras.EXTRAS``), for a
     backend outside the core: a configuration naming it without that extra installed is
-    refused at load with the extra to install. Its module imports those packages only where
-    it uses them, so registering it costs nothing.
+    refused at load with the extra to install.
+
+    The spec lives in the backend package's ``__init__.py`` beside its settings model
+    (``settings.py``: pydantic and the standard library); ``factory`` and ``store`` are small
+    functions that import the backend's ``retriever.py`` when called, so registering a backend
+    imports none of its client libraries: a graph loads those of the backends it builds.
     """
 
     name: str

@@ -5,8 +5,10 @@ naming the field. Loading it from YAML, the environment or the embedded defaults
 A retriever entry takes the fields of a ``rag`` plugin entry unchanged (``backend``, ``top_k``,
 ``similarity_threshold``, ``on_failure``, ``backend_config``, plus ``enabled`` and
 ``injection_mode``), so a plugin ``configuration`` block can be pasted in. Each backend owns the
-model of its ``backend_config`` and declares it in ``backends/registry.py``; this module derives
-one entry model per backend from the registry and composes them, discriminated on ``backend``.
+model of its ``backend_config`` (``backends/<name>/settings.py``, imported with the registry
+without the backend's retriever or client library) and declares it in ``backends/registry.py``;
+this module derives one entry model per backend from the registry and composes them,
+discriminated on ``backend``.
 """
 
 from __future__ import annotations
