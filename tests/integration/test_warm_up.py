@@ -136,7 +136,7 @@ def test_a_hybrid_warms_both_legs_and_raises_the_first_failure(example_index, fr
 def test_cli_ask_opens_the_index_before_the_run(example_index, monkeypatch, capsys, tmp_path):
     """``parallel-rag ask`` reads the index before the graph runs, outside the branch's
     timeout, and the run then searches the index already read."""
-    from parallel_rag.studio import cli
+    from parallel_rag.studio.cli import answers
 
     _, base_dir, _ = example_index
     index = (base_dir / bm25.DEFAULT_INDEX_PATH).resolve()
@@ -149,7 +149,7 @@ def test_cli_ask_opens_the_index_before_the_run(example_index, monkeypatch, caps
         encoding="utf-8",
     )
     events: list[str] = []
-    load, run = bm25.BM25Index.load, cli.run_with_progress
+    load, run = bm25.BM25Index.load, answers.run_with_progress
 
     def recorded_load(*args, **kwargs):
         events.append("index read")
@@ -160,7 +160,7 @@ def test_cli_ask_opens_the_index_before_the_run(example_index, monkeypatch, caps
         return run(*args, **kwargs)
 
     monkeypatch.setattr(bm25.BM25Index, "load", staticmethod(recorded_load))
-    monkeypatch.setattr(cli, "run_with_progress", recorded_run)
+    monkeypatch.setattr(answers, "run_with_progress", recorded_run)
     assert main(["--config", str(config), "ask", "--json", "--no-progress", QUESTION]) == 0
     assert events == ["index read", "index read", "run"]  # each branch's retriever, then the run
     assert capsys.readouterr().out.count('"status": "ok"') == 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 from parallel_rag.nodes.generate.citations import GeneratedAnswer, citation, location
 from parallel_rag.nodes.generate.evidence import format_evidence
 from parallel_rag.nodes.generate.node import GenerateNode
-from parallel_rag.studio.cli import format_answer
+from parallel_rag.studio.cli.output import format_answer
 from parallel_rag.studio.router.injection import inject
 
 

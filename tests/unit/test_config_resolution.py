@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from parallel_rag.graph.configuration import ConfigError
-from parallel_rag.studio.cli import build_parser
+from parallel_rag.studio.cli.parser import build_parser
 from parallel_rag.studio.config_resolution import resolve_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "router.yaml"

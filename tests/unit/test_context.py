@@ -22,7 +22,7 @@ from parallel_rag.graph.context import (
 from parallel_rag.graph.fusion_retriever import ParallelFusionRetriever
 from parallel_rag.graph.state import RAGRequest
 from parallel_rag.nodes import prompts
-from parallel_rag.studio.cli import format_progress, run_with_progress
+from parallel_rag.studio.cli.output import format_progress, run_with_progress
 from parallel_rag.studio.langserve_app import make_config_guard
 from pydantic import ValidationError
 from small_graphs import compiled_graphs, graph_of, two_lists

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from parallel_rag.graph.loading import default_config_dict, parse_config
-from parallel_rag.studio.cli import build_parser
+from parallel_rag.studio.cli.parser import build_parser
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]

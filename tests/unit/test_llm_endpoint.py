@@ -19,7 +19,8 @@ from parallel_rag.nodes.chat_models import (
     served_model_name,
     smollm2_gguf_path,
 )
-from parallel_rag.studio.cli import build_parser, main
+from parallel_rag.studio.cli import main
+from parallel_rag.studio.cli.parser import build_parser
 from parallel_rag.studio.llm_endpoint import LLM_ENDPOINT_MAX_TOKENS, with_llm_endpoint
 from pydantic import SecretStr
 
