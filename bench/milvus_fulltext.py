@@ -143,7 +143,7 @@ def milvus_stemmed_engine(chunks, work: Path, uri: str):
     stemming happens outside it. Query time includes that analysis."""
     from dataclasses import replace
 
-    from parallel_rag.backends.text_analysis import analyze
+    from parallel_rag.backends.bm25.analysis import analyze
 
     stemmed = [replace(c, content=" ".join(analyze(c.content, "english"))) for c in chunks]
     build, search = milvus_engine(stemmed, work, uri, None)
@@ -222,8 +222,8 @@ def stop_server(process: subprocess.Popen) -> None:
 def run(name: str, *, collection=None, server: bool = False, log=print) -> dict[str, Any]:
     """Every row on one collection: ``collection`` (a ``BeirCollection``, e.g. a smoke slice)
     or, by default, the whole of ``name``'s judged test queries."""
+    from parallel_rag.backends.bm25.analysis import ENGLISH_STOPWORDS
     from parallel_rag.backends.milvus.retriever import forget_stores
-    from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS
     from parallel_rag.studio.evaluation import corpus_chunks
 
     collection = collection if collection is not None else load(name)

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from parallel_rag.backends.bm25.analysis import AnalyzerName
 from parallel_rag.backends.bm25.retriever import ENGINES, BM25Index
-from parallel_rag.backends.text_analysis import AnalyzerName
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import (

@@ -53,7 +53,7 @@ QUESTIONS = HERE / "questions.jsonl"
 RRF_K = 60
 
 # English stopwords: bm25s's bundled list (the Lucene/Elasticsearch English set), the same
-# list the project's "english" BM25 analyzer uses (backends/text_analysis.py).
+# list the project's "english" BM25 analyzer uses (backends/bm25/analysis.py).
 STOPWORDS = frozenset(STOPWORDS_EN)
 
 _TOKEN_RE = re.compile(r"\w+")

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from parallel_rag.backends.base import BackendContext, ChunkBatch
+from parallel_rag.backends.bm25.analysis import ENGLISH_STOPWORDS
 from parallel_rag.backends.registry import collection_writer
-from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.configuration import PipelineConfig, RetrieverEntry
 from parallel_rag.graph.fitted_fusion import (

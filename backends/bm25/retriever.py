@@ -90,6 +90,12 @@ from parallel_rag.backends.base import (
     matches_filter,
     scored_document,
 )
+from parallel_rag.backends.bm25.analysis import (
+    ANALYZER_NAMES,
+    DEFAULT_ANALYZER,
+    AnalyzerName,
+    get_analyzer,
+)
 from parallel_rag.backends.bm25.settings import DEFAULT_INDEX_PATH, ENGINES, BM25Settings, Engine
 from parallel_rag.backends.shared.atomic_files import (
     ASIDE_MARK,
@@ -97,12 +103,6 @@ from parallel_rag.backends.shared.atomic_files import (
     write_directory,
 )
 from parallel_rag.backends.shared.revisions import held_for_run
-from parallel_rag.backends.text_analysis import (
-    ANALYZER_NAMES,
-    DEFAULT_ANALYZER,
-    AnalyzerName,
-    get_analyzer,
-)
 from pydantic import Field, PrivateAttr, field_validator
 
 logger = logging.getLogger(__name__)

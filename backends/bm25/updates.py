@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from parallel_rag.backends.base import Fingerprint
+from parallel_rag.backends.bm25.analysis import get_analyzer
 from parallel_rag.backends.bm25.retriever import (
     CHUNKS_FILE,
     MANIFEST_FILE,
@@ -42,7 +43,6 @@ from parallel_rag.backends.bm25.retriever import (
     write_terms,
 )
 from parallel_rag.backends.shared.atomic_files import write_directory
-from parallel_rag.backends.text_analysis import get_analyzer
 
 
 def stored_manifest(path: Path) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from parallel_rag.backends.text_analysis import analyze
+from parallel_rag.backends.bm25.analysis import analyze
 from parallel_rag.nodes.generate.function_words import FUNCTION_WORDS as _FUNCTION_WORDS
 from parallel_rag.nodes.generate.furniture import Furniture, continues, read_pieces
 from parallel_rag.nodes.generate.questions import (

@@ -4,7 +4,7 @@ nothing the question asks about, each cut marked by ``ELISION``.
 
 from __future__ import annotations
 
-from parallel_rag.backends.text_analysis import analyze
+from parallel_rag.backends.bm25.analysis import analyze
 from parallel_rag.nodes.generate.questions import offers_answer, quantities
 
 _OPENERS = {"(": ")", "[": "]"}

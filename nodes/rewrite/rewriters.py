@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
-from parallel_rag.backends.text_analysis import get_analyzer
+from parallel_rag.backends.bm25.analysis import get_analyzer
 from parallel_rag.nodes import prompts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from langchain_core.runnables import RunnableLambda
-from parallel_rag.backends import text_analysis
 from parallel_rag.backends.base import SCORE_KEY, retrieval_kind_of
+from parallel_rag.backends.bm25 import analysis
 from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25.analysis import Analyzer, analyze, analyze_batch, get_analyzer
 from parallel_rag.backends.bm25.retriever import (
     BM25Chunk,
     BM25Index,
@@ -20,7 +21,6 @@ from parallel_rag.backends.bm25.retriever import (
     BM25Settings,
     select_top_k,
 )
-from parallel_rag.backends.text_analysis import Analyzer, analyze, analyze_batch, get_analyzer
 from pydantic import ValidationError
 
 TOPICS = ["biology", "physics", "cooking", "sports", "history"]
@@ -361,10 +361,10 @@ def test_save_load_round_trip_without_reanalyzing_corpus(tmp_path, index, monkey
         raise AssertionError("the analyzer must not run while loading an index")
 
     with monkeypatch.context() as m:
-        m.setattr(text_analysis.Analyzer, "analyze", forbidden)
-        m.setattr(text_analysis.Analyzer, "analyze_batch", forbidden)
-        m.setattr(text_analysis, "analyze", forbidden)
-        m.setattr(text_analysis, "analyze_batch", forbidden)
+        m.setattr(analysis.Analyzer, "analyze", forbidden)
+        m.setattr(analysis.Analyzer, "analyze_batch", forbidden)
+        m.setattr(analysis, "analyze", forbidden)
+        m.setattr(analysis, "analyze_batch", forbidden)
         loaded = BM25Index.load(path, engine=engine)
         # a different k1 rebuilds the scoring stats from the stored term ids, still no analysis
         BM25Index.load(path, engine=engine, k1=1.2)

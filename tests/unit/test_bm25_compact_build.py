@@ -11,6 +11,7 @@ import bm25s
 import numpy as np
 import pytest
 from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25.analysis import get_analyzer
 from parallel_rag.backends.bm25.retriever import (
     BM25S_DIR,
     FORMAT_VERSION,
@@ -19,7 +20,6 @@ from parallel_rag.backends.bm25.retriever import (
     bm25s_score_arrays,
     select_top_k,
 )
-from parallel_rag.backends.text_analysis import get_analyzer
 
 WORDS = (
     "bridge railway steel river tower paris eiffel cantilever scotland forth golden gate "

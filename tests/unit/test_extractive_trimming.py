@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from parallel_rag.backends.bm25.analysis import analyze
 from parallel_rag.backends.encoders.embeddings import load_embeddings
-from parallel_rag.backends.text_analysis import analyze
 from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
 from parallel_rag.nodes.generate.questions import answer_kind, opens_with_reference
 from parallel_rag.nodes.generate.trimming import ELISION, clause_pieces, trim_sentence

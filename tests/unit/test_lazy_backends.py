@@ -112,10 +112,10 @@ def test_building_a_graph_loads_only_the_backends_its_configuration_uses(
 
 
 def test_the_analyzer_stopwords_are_bm25s_list():
-    """``text_analysis`` writes out bm25s's English stopwords rather than importing bm25s (and
+    """``bm25.analysis`` writes out bm25s's English stopwords rather than importing bm25s (and
     with it numpy and scipy) for a list of 33 words; the two stay equal."""
     import bm25s.stopwords
-    from parallel_rag.backends.text_analysis import ENGLISH_STOPWORDS
+    from parallel_rag.backends.bm25.analysis import ENGLISH_STOPWORDS
 
     assert frozenset(bm25s.stopwords.STOPWORDS_EN) == ENGLISH_STOPWORDS
 
