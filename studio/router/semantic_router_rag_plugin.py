@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from parallel_rag.backends.milvus.retriever import DEFAULT_URI as MILVUS_DEFAULT_URI
-from parallel_rag.backends.qdrant.retriever import DEFAULT_PATH as QDRANT_DEFAULT_PATH
+from parallel_rag.backends.milvus.settings import DEFAULT_URI as MILVUS_DEFAULT_URI
+from parallel_rag.backends.qdrant.settings import DEFAULT_PATH as QDRANT_DEFAULT_PATH
 
 if TYPE_CHECKING:  # the compat module imports this one
     from parallel_rag.studio.router.semantic_router_compat import Translation
