@@ -42,7 +42,8 @@ from pathlib import Path
 import ir_measures
 import numpy as np
 from ir_measures import nDCG
-from parallel_rag.backends.bm25.retriever import ENGINES, BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.settings import ENGINES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "scifact"

@@ -86,7 +86,7 @@ class Clock:
 
 def bm25s_engine(chunks, analyzer: str):
     """(build, search) of the ``bm25`` backend's index with ``analyzer``."""
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
     from parallel_rag.studio.evaluation import DOC_ID_KEY
 
     rows = [(c.id, c.content, c.metadata) for c in chunks]

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, get_args
 
 from parallel_rag.backends.bm25.analysis import AnalyzerName
-from parallel_rag.backends.bm25.retriever import ENGINES, BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.settings import ENGINES
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.studio.evaluation import (

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.backends.encoders.embeddings import bundled_model_path
 from parallel_rag.graph.configuration import PipelineConfig
 from parallel_rag.graph.loading import parse_config

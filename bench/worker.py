@@ -48,7 +48,7 @@ def scifact_texts_and_queries(n_queries: int) -> tuple[list[str], list[str]]:
 
 
 def bm25_task(args: dict) -> dict:
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
 
     texts, queries = scifact_texts_and_queries(args.get("queries", 100))
     started = time.perf_counter()

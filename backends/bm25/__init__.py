@@ -1,10 +1,14 @@
 """``bm25``: the lexical backend, an on-disk BM25 index (bm25s or rank-bm25 scoring the same
 Lucene variant) and its retriever. Core: no extra needed.
 
-``settings.py`` holds the ``backend_config`` model, ``retriever.py`` the index, the retriever
-and ingest's store writer, ``updates.py`` the writes that replace a file's chunks in a saved
-index. This package's ``BACKEND`` is what the registry imports: the settings model and hooks
-that import ``retriever.py`` (and with it bm25s, numpy and rank-bm25) only when a configuration
+``settings.py`` holds the ``backend_config`` model, ``retriever.py`` the retriever and
+ingest's store writer, ``index.py`` the index (``BM25Index``) built from ``chunks.py`` (a
+chunk's indexed text and term ids), scored by ``scoring.py`` (both engines, the Lucene variant),
+selected by ``top_k.py``, saved in the format of ``storage.py``; ``updates.py`` the writes that
+replace a file's chunks in a saved index; ``analysis.py`` the analyzers.
+
+This package's ``BACKEND`` is what the registry imports: the settings model and hooks that
+import ``retriever.py`` (and with it bm25s, numpy and rank-bm25) only when a configuration
 builds a ``bm25`` branch or writes its store.
 """
 

@@ -31,15 +31,14 @@ from typing import Any
 import numpy as np
 from parallel_rag.backends.base import Fingerprint
 from parallel_rag.backends.bm25.analysis import get_analyzer
-from parallel_rag.backends.bm25.retriever import (
+from parallel_rag.backends.bm25.chunks import normalise_chunks, tokenise
+from parallel_rag.backends.bm25.storage import (
     CHUNKS_FILE,
     MANIFEST_FILE,
     TOKEN_IDS_FILE,
     TOKEN_OFFSETS_FILE,
     VOCAB_FILE,
     chunk_line,
-    normalise_chunks,
-    tokenise,
     write_terms,
 )
 from parallel_rag.backends.shared.atomic_files import write_directory

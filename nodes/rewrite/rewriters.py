@@ -25,7 +25,7 @@ from parallel_rag.nodes import prompts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:  # the BM25 index code (bm25s, numpy) loads with the bm25 branch it reads
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
 
 RewriterKind = Literal["multi_query", "decompose", "hyde"]
 MAX_VIEW_CHARS = 500

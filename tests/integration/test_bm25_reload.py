@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from parallel_rag.backends.bm25.retriever import BM25Retriever, index_stamp
+from parallel_rag.backends.bm25.retriever import BM25Retriever
+from parallel_rag.backends.bm25.storage import index_stamp
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.components import make_retriever
 from parallel_rag.graph.loading import load_config

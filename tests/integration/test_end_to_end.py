@@ -94,7 +94,7 @@ def test_filters_apply_on_every_real_branch(example_graph, example_index):
 
 
 def test_reingesting_the_same_files_replaces_never_duplicates(example_index, tmp_path):
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
     from parallel_rag.backends.qdrant_edge.search import open_revision
     from parallel_rag.studio.ingestion import ingest_paths
     from qdrant_edge import ScrollRequest

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.backends.qdrant.retriever import QdrantSettings, shared_client
 from parallel_rag.graph.loading import load_config
 from parallel_rag.studio.ingestion import ingest_paths

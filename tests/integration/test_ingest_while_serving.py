@@ -298,7 +298,7 @@ def test_a_request_in_flight_answers_from_the_revisions_it_started_with(tmp_path
     """Both branches of a request hold their store's revision when two ingests (another
     process) publish newer ones, the first of them dropped from disk by the second: the
     request answers from what it held, whole; the next request from the newest."""
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
     from parallel_rag.backends.qdrant_edge import retriever as qdrant_edge
 
     graph = graph_over_first_files(tmp_path)
@@ -325,7 +325,7 @@ def test_a_run_reads_the_revisions_that_were_live_when_it_started(tmp_path, monk
     included, which had not searched yet, answer from the revisions live at the run's start
     (the graph's entry router takes them then: ``backends/shared/revisions.py``), and the next run
     from the new."""
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
 
     graph = graph_over_first_files(tmp_path, rewriter={"kind": "prf"})
     hold = Hold()

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS, LoopbackServer, custom_route
 from parallel_rag.backends.base import StoreInUseError
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import load_config
 from parallel_rag.nodes.failure_policy import BlockedError

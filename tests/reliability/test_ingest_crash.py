@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.backends.milvus.retriever import MilvusSettings, open_store
 from parallel_rag.backends.qdrant.retriever import QdrantSettings, shared_client
 from parallel_rag.graph.builder import build_graph

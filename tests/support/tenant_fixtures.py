@@ -33,7 +33,7 @@ def tenant_corpus_file(tmp_path_factory) -> Path:
 def tenant_bm25_dir(tmp_path_factory) -> Path:
     """A directory holding ``bm25/``: the corpus as a BM25 index, tenant and source in each
     chunk's metadata."""
-    from parallel_rag.backends.bm25.retriever import BM25Index
+    from parallel_rag.backends.bm25.index import BM25Index
 
     directory = tmp_path_factory.mktemp("tenant-bm25")
     chunks = [

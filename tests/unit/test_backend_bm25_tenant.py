@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from parallel_rag.backends.bm25.retriever import BM25Index, BM25Retriever
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Retriever
 
 DOCS = [
     ("acme-bridge", "The Golden Gate Bridge opened in 1937.", {"tenant": "acme"}),

@@ -12,15 +12,13 @@ import pytest
 from langchain_core.runnables import RunnableLambda
 from parallel_rag.backends.base import SCORE_KEY, retrieval_kind_of
 from parallel_rag.backends.bm25 import analysis
-from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25 import storage as bm25_storage
 from parallel_rag.backends.bm25.analysis import Analyzer, analyze, analyze_batch, get_analyzer
-from parallel_rag.backends.bm25.retriever import (
-    BM25Chunk,
-    BM25Index,
-    BM25Retriever,
-    BM25Settings,
-    select_top_k,
-)
+from parallel_rag.backends.bm25.chunks import BM25Chunk
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Retriever
+from parallel_rag.backends.bm25.settings import BM25Settings
+from parallel_rag.backends.bm25.top_k import select_top_k
 from pydantic import ValidationError
 
 TOPICS = ["biology", "physics", "cooking", "sports", "history"]
@@ -402,7 +400,7 @@ def test_atomic_save_keeps_existing_index_on_failure(tmp_path, index, monkeypatc
         raise OSError("disk full (simulated)")
 
     # chunks.jsonl and vocab.json are already written when this fails
-    monkeypatch.setattr(bm25_module, "_write_token_ids", crash)
+    monkeypatch.setattr(bm25_storage, "write_token_ids", crash)
     with pytest.raises(OSError, match="simulated"):
         other.save(path)
     monkeypatch.undo()
@@ -423,7 +421,7 @@ def test_atomic_save_restores_old_index_if_final_rename_fails(tmp_path, index, m
             raise OSError("rename failed (simulated)")
         return real_rename(src, dst)
 
-    monkeypatch.setattr(bm25_module.os, "rename", rename)
+    monkeypatch.setattr(bm25_storage.os, "rename", rename)
     with pytest.raises(OSError, match="simulated"):
         BM25Index.from_chunks([("z", "other", {})]).save(path)
     monkeypatch.undo()

@@ -13,13 +13,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from parallel_rag.backends.bm25 import index as bm25_index
 from parallel_rag.backends.bm25 import retriever as bm25_module
-from parallel_rag.backends.bm25.retriever import (
-    BM25Index,
-    BM25Retriever,
-    BM25Settings,
-    index_stamp,
-)
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Retriever
+from parallel_rag.backends.bm25.settings import BM25Settings
+from parallel_rag.backends.bm25.storage import index_stamp
 
 WAIT = 60  # seconds a hook waits for an event before the test fails (never reached when green)
 
@@ -267,7 +266,7 @@ def test_a_save_swapped_in_while_the_files_are_read_never_yields_a_mix(path, mon
     retriever = BM25Retriever(index_path=str(path), k=3)
     retriever.invoke("comet")
     save(NEW, path)
-    real_read_chunks = bm25_module._read_chunks
+    real_read_chunks = bm25_index.read_chunks
     swapped: list[bool] = []
 
     def read_then_swap(chunks_path):
@@ -277,7 +276,7 @@ def test_a_save_swapped_in_while_the_files_are_read_never_yields_a_mix(path, mon
             save(OTHER, path)  # lands between reading chunks.jsonl and the other files
         return chunks
 
-    monkeypatch.setattr(bm25_module, "_read_chunks", read_then_swap)
+    monkeypatch.setattr(bm25_index, "read_chunks", read_then_swap)
     docs = retriever.invoke("Who broke the Enigma cipher?")
     assert swapped and ids(docs)[0] == "other-enigma"
     index = retriever.get_index()

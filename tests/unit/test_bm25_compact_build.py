@@ -10,16 +10,12 @@ import random
 import bm25s
 import numpy as np
 import pytest
-from parallel_rag.backends.bm25 import retriever as bm25_module
+from parallel_rag.backends.bm25 import scoring as bm25_scoring
 from parallel_rag.backends.bm25.analysis import get_analyzer
-from parallel_rag.backends.bm25.retriever import (
-    BM25S_DIR,
-    FORMAT_VERSION,
-    MANIFEST_FILE,
-    BM25Index,
-    bm25s_score_arrays,
-    select_top_k,
-)
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.scoring import bm25s_score_arrays
+from parallel_rag.backends.bm25.storage import BM25S_DIR, FORMAT_VERSION, MANIFEST_FILE
+from parallel_rag.backends.bm25.top_k import select_top_k
 
 WORDS = (
     "bridge railway steel river tower paris eiffel cantilever scotland forth golden gate "
@@ -80,7 +76,7 @@ def assert_same_matrix(actual: dict, expected: dict) -> None:
 @pytest.mark.parametrize(("k1", "b"), [(1.5, 0.75), (1.2, 0.0), (0.6, 1.0)])
 @pytest.mark.parametrize("batch_tokens", [1, 97, 1 << 21])
 def test_score_matrix_equals_bm25s_own_build(monkeypatch, k1, b, batch_tokens):
-    monkeypatch.setattr(bm25_module, "_BUILD_BATCH_TOKENS", batch_tokens)
+    monkeypatch.setattr(bm25_scoring, "_BUILD_BATCH_TOKENS", batch_tokens)
     index = BM25Index.from_chunks(make_corpus(), k1=k1, b=b)
     reference = reference_model(index)
     built = index.with_engine("bm25s", k1=k1, b=b)  # the same model, reused

@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 
 from parallel_rag.backends.base import BackendContext
-from parallel_rag.backends.bm25.retriever import (
-    MANIFEST_FILE,
-    TITLE_WEIGHT,
-    BM25Index,
-    BM25Settings,
-    BM25Store,
-    indexed_text,
-)
+from parallel_rag.backends.bm25.chunks import TITLE_WEIGHT, indexed_text
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Store
+from parallel_rag.backends.bm25.settings import BM25Settings
+from parallel_rag.backends.bm25.storage import MANIFEST_FILE
 
 FILLER = [
     (

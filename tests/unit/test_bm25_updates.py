@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.backends.bm25.updates import replace_files, stored_fingerprints
 from test_bm25_compact_build import QUERIES, make_corpus
 

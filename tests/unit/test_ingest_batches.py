@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from document_files import two_bm25_config
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.studio.ingestion import pipeline
 from parallel_rag.studio.ingestion.chunk import Chunk, load_chunks
 from parallel_rag.studio.ingestion.spool import ChunkSpool, file_batches

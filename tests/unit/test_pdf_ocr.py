@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from document_files import two_bm25_config, write_scanned_pdf
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.studio.documents import BadFileError
 from parallel_rag.studio.documents.ocr import _reading_order
 from parallel_rag.studio.ingestion import ingest_paths

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
-from parallel_rag.backends.bm25.retriever import BM25Index
+from parallel_rag.backends.bm25.index import BM25Index
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.configuration import PipelineConfig
 from parallel_rag.nodes import prompts

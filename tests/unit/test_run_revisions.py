@@ -18,7 +18,8 @@ from typing import ClassVar
 
 import pytest
 from parallel_rag.backends.base import SearchKwargsRetriever
-from parallel_rag.backends.bm25.retriever import BM25Index, BM25Retriever
+from parallel_rag.backends.bm25.index import BM25Index
+from parallel_rag.backends.bm25.retriever import BM25Retriever
 from parallel_rag.backends.hybrid.retriever import HybridRetriever
 from parallel_rag.backends.shared.revisions import (
     LiveRevisions,
