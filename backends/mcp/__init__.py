@@ -2,8 +2,10 @@
 ``mcp_servers``. Needs the ``mcp`` extra (``pip install 'parallel-rag[mcp]'``).
 
 ``settings.py`` holds the ``backend_config`` model and the server declarations the
-configuration schema composes; ``retriever.py`` the MCP client (sessions on a private event-loop
-thread, capped transports) and the retriever. This package's ``BACKEND`` is what the registry
+configuration schema composes; ``retriever.py`` the retriever, over the MCP client's parts:
+``connection.py`` (one server's session), ``sessions.py`` (every session, on a private
+event-loop thread), ``transport.py`` (capped readers), ``mapping.py`` (the arguments template and
+the result as documents) and ``errors.py``. This package's ``BACKEND`` is what the registry
 imports: the settings and a factory that imports ``retriever.py`` only when a configuration
 builds an ``mcp`` branch.
 """

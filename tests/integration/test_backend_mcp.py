@@ -219,7 +219,8 @@ def test_http_answer_over_the_cap_is_not_read(build, http_server):
 
 
 def stdio_retriever(tool: str, log: Path, cap: int):
-    from parallel_rag.backends.mcp.retriever import MCPRetriever, MCPSettings, StdioServer
+    from parallel_rag.backends.mcp.retriever import MCPRetriever
+    from parallel_rag.backends.mcp.settings import MCPSettings, StdioServer
 
     settings = MCPSettings(
         server_name="corpus",
@@ -257,7 +258,9 @@ def test_stdio_answer_over_the_cap_is_not_read_and_the_next_call_starts_a_new_se
     """The server writes FLOOD_BYTES on one stdout line (one message that never ends): reading
     stops at the cap, the call fails naming max_response_bytes, the server and its process
     group are gone, and the next call starts a new server on a new session."""
-    from parallel_rag.backends.mcp.retriever import ENVELOPE_BYTES, SESSIONS, ResponseTooLargeError
+    from parallel_rag.backends.mcp.errors import ResponseTooLargeError
+    from parallel_rag.backends.mcp.sessions import SESSIONS
+    from parallel_rag.backends.mcp.transport import ENVELOPE_BYTES
 
     cap, log = 100_000, tmp_path / "calls.jsonl"
     search, flood = stdio_retriever("search", log, cap), stdio_retriever("flood", log, cap)
@@ -299,7 +302,9 @@ def test_a_larger_cap_on_a_shared_stdio_session_is_honoured(tmp_path):
 
 
 def test_text_content_blocks_become_documents_with_ids_from_their_text(tmp_path):
-    from parallel_rag.backends.mcp.retriever import MCPRetriever, MCPSettings, StdioServer, text_id
+    from parallel_rag.backends.mcp.mapping import text_id
+    from parallel_rag.backends.mcp.retriever import MCPRetriever
+    from parallel_rag.backends.mcp.settings import MCPSettings, StdioServer
 
     retriever = MCPRetriever(
         settings=MCPSettings(
@@ -360,7 +365,8 @@ def test_unknown_tool_or_uncovered_argument_is_refused_when_the_graph_is_built(
 def test_concurrent_calls_share_one_session(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from parallel_rag.backends.mcp.retriever import MCPRetriever, MCPSettings, StdioServer
+    from parallel_rag.backends.mcp.retriever import MCPRetriever
+    from parallel_rag.backends.mcp.settings import MCPSettings, StdioServer
 
     log = tmp_path / "calls.jsonl"
     retriever = MCPRetriever(
@@ -379,7 +385,8 @@ def test_concurrent_calls_share_one_session(tmp_path):
 def test_stdio_server_exits_with_the_process(tmp_path):
     log = tmp_path / "calls.jsonl"
     script = f"""
-from parallel_rag.backends.mcp.retriever import MCPRetriever, MCPSettings, StdioServer
+from parallel_rag.backends.mcp.retriever import MCPRetriever
+from parallel_rag.backends.mcp.settings import MCPSettings, StdioServer
 server = StdioServer(**{stdio_server(log)!r})
 settings = MCPSettings(server_name="corpus", tool_name="search")
 retriever = MCPRetriever(settings=settings, server=server)

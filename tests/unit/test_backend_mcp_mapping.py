@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import pytest
 from mcp_types import CallToolResult, ImageContent, TextContent
-from parallel_rag.backends.mcp.retriever import (
-    MCPSettings,
-    render_arguments,
-    result_documents,
-    text_id,
-)
+from parallel_rag.backends.mcp.mapping import render_arguments, result_documents, text_id
+from parallel_rag.backends.mcp.settings import MCPSettings
 from parallel_rag.backends.shared.json_http import BackendResponseError
 from pydantic import ValidationError
 
@@ -121,7 +117,8 @@ def test_malformed_results_are_errors_naming_where(structured, content, message)
 
 
 def test_bounded_lines_split_across_chunks_and_refuse_a_line_over_the_limit():
-    from parallel_rag.backends.mcp.retriever import BoundedLines, ResponseTooLargeError
+    from parallel_rag.backends.mcp.errors import ResponseTooLargeError
+    from parallel_rag.backends.mcp.transport import BoundedLines
 
     lines = BoundedLines(lambda: 5)
     assert lines.feed(b"ab") == []
