@@ -201,7 +201,7 @@ class CachedEmbeddings(Embeddings):
 
 PATCHED_MODULES = (
     "parallel_rag.backends.qdrant.retriever",
-    "parallel_rag.backends.milvus.retriever",
+    "parallel_rag.backends.milvus.stores",
     "parallel_rag.nodes.rerank.scorers",
     "parallel_rag.backends.vectorstore.retriever",
     "parallel_rag.graph.components",

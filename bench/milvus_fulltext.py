@@ -105,11 +105,9 @@ def milvus_engine(chunks, work: Path, uri: str, analyzer_params: dict | None):
     """(build, search) of the ``milvus`` backend with ``search: full_text``: written by ingest's
     writer, searched by the backend's retriever."""
     from parallel_rag.backends.base import BackendContext, ChunkBatch
-    from parallel_rag.backends.milvus.retriever import (
-        MilvusFullTextRetriever,
-        MilvusSettings,
-        MilvusStore,
-    )
+    from parallel_rag.backends.milvus.retriever import MilvusFullTextRetriever
+    from parallel_rag.backends.milvus.settings import MilvusSettings
+    from parallel_rag.backends.milvus.writes import MilvusStore
     from parallel_rag.studio.evaluation import ranked_doc_ids
 
     settings = MilvusSettings(
@@ -223,7 +221,7 @@ def run(name: str, *, collection=None, server: bool = False, log=print) -> dict[
     """Every row on one collection: ``collection`` (a ``BeirCollection``, e.g. a smoke slice)
     or, by default, the whole of ``name``'s judged test queries."""
     from parallel_rag.backends.bm25.analysis import ENGLISH_STOPWORDS
-    from parallel_rag.backends.milvus.retriever import forget_stores
+    from parallel_rag.backends.milvus.stores import forget_stores
     from parallel_rag.studio.evaluation import corpus_chunks
 
     collection = collection if collection is not None else load(name)
@@ -280,7 +278,7 @@ def stemmer_probe(log=print) -> dict[str, Any]:
     ``STEMMER_ANALYZER`` holds "Computers running"; a stemming engine finds it for "computer
     runs" (and, the control, for "computers running"). Also whether it accepts the built-in
     ``{type: english}`` analyzer."""
-    from parallel_rag.backends.milvus.retriever import forget_stores
+    from parallel_rag.backends.milvus.stores import forget_stores
     from parallel_rag.studio.evaluation import corpus_chunks
 
     work = Path(tempfile.mkdtemp(prefix="milvus-stemmer-"))

@@ -111,7 +111,7 @@ def random_query_embeddings(dim: int):
         pass
 
     stub = Stub(dim)
-    import parallel_rag.backends.milvus.retriever as milvus
+    import parallel_rag.backends.milvus.stores as milvus
     import parallel_rag.backends.qdrant.retriever as qdrant
 
     saved = [(module, module.load_embeddings) for module in (qdrant, milvus)]
@@ -162,11 +162,9 @@ def _store_task(args: dict) -> dict:
         upsert_s = time.perf_counter() - started
         retriever = QdrantRetriever(settings=settings, k=10, embedding_model="bench-random")
     else:
-        from parallel_rag.backends.milvus.retriever import (
-            MilvusRetriever,
-            MilvusSettings,
-            write_chunks,
-        )
+        from parallel_rag.backends.milvus.retriever import MilvusRetriever
+        from parallel_rag.backends.milvus.settings import MilvusSettings
+        from parallel_rag.backends.milvus.writes import write_chunks
 
         settings = MilvusSettings(collection="scale", uri=str(work / "milvus.db"))
         started = time.perf_counter()

@@ -2,11 +2,12 @@
 lexical (BM25 inside the engine). Needs the ``milvus`` extra (``pip install
 'parallel-rag[milvus]'``).
 
-``settings.py`` holds the ``backend_config`` model; ``retriever.py`` the shared clients, the
-retrievers and ingest's store writer; ``expressions.py`` the filter expressions and
-``outages.py`` what a server restart needs. This package's ``BACKEND`` is what the registry
-imports: the settings and hooks that import ``retriever.py`` (and with it langchain-milvus and
-pymilvus) only when a configuration builds a ``milvus`` branch or writes its collection.
+``settings.py`` holds the ``backend_config`` model; ``retriever.py`` the retrievers,
+``stores.py`` the shared stores (one per collection and process), ``writes.py`` ingest's writes
+and store writer; ``expressions.py`` the filter expressions and ``outages.py`` what a server
+restart needs. This package's ``BACKEND`` is what the registry imports: the settings and hooks
+that import ``retriever.py`` or ``writes.py`` (and with them langchain-milvus and pymilvus) only
+when a configuration builds a ``milvus`` branch or writes its collection.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def build_retriever(request: BuildRequest) -> Any:
 
 
 def store_writer(settings: MilvusSettings, context: BackendContext) -> Any:
-    from parallel_rag.backends.milvus.retriever import MilvusStore
+    from parallel_rag.backends.milvus.writes import MilvusStore
 
     return MilvusStore(settings, context)
 

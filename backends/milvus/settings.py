@@ -27,7 +27,7 @@ class MilvusSettings(BaseModel):
     """``backend_config`` of a ``milvus`` retriever (field names of a ``rag`` plugin
     configuration block, so one pastes in unchanged)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     collection: str = Field(pattern=FIELD_NAME)
     search: Literal["dense", "full_text"] = Field(

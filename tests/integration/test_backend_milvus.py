@@ -9,7 +9,7 @@ from pathlib import Path
 import langchain_milvus
 import pytest
 from backend_servers import BRIDGE_QUESTION, TENANT_DOCS
-from parallel_rag.backends.milvus.retriever import forget_stores
+from parallel_rag.backends.milvus.stores import forget_stores
 from parallel_rag.graph import build_graph
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
@@ -165,10 +165,10 @@ def test_a_server_connection_sent_away_while_idle_is_opened_again_once(
 ):
     """pymilvus reuses one channel per server; a channel the server sent away while idle
     (``too_many_pings``) fails its recovery once with CONNECT_FAILED: the store opens again."""
-    from parallel_rag.backends.milvus import retriever as milvus
+    from parallel_rag.backends.milvus import stores as milvus_stores
     from pymilvus.exceptions import MilvusException
 
-    check = milvus._check_existing_collection
+    check = milvus_stores._check_existing_collection
     calls = []
 
     def sent_away_once(settings, args):
@@ -178,7 +178,7 @@ def test_a_server_connection_sent_away_while_idle_is_opened_again_once(
         return check(settings, args)
 
     forget_stores(milvus_server)
-    monkeypatch.setattr(milvus, "_check_existing_collection", sent_away_once)
+    monkeypatch.setattr(milvus_stores, "_check_existing_collection", sent_away_once)
     config = pipeline(milvus_server, tmp_path, collection="sent_away")
     ingest_paths([tenant_corpus_file], config, tmp_path, progress=False)
     assert calls[:2] == [milvus_server, milvus_server]

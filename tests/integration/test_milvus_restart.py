@@ -21,7 +21,7 @@ import httpx
 import pytest
 import yaml
 from app_servers import running_serve
-from parallel_rag.backends.milvus.retriever import forget_stores
+from parallel_rag.backends.milvus.stores import forget_stores
 from parallel_rag.graph.components import build_retriever
 from parallel_rag.graph.configuration import ENTRY_MODELS, EmbeddingsConfig
 from parallel_rag.graph.loading import parse_config

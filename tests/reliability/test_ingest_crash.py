@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 from parallel_rag.backends.bm25.index import BM25Index
-from parallel_rag.backends.milvus.retriever import MilvusSettings, open_store
+from parallel_rag.backends.milvus.settings import MilvusSettings
+from parallel_rag.backends.milvus.stores import open_store
 from parallel_rag.backends.qdrant.retriever import QdrantSettings, shared_client
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.loading import load_config
@@ -88,9 +89,9 @@ elif point == "qdrant-mid-upsert":
     QdrantClient.upsert = upsert
 elif point == "milvus-mid-insert":
     from langchain_milvus import Milvus
-    from parallel_rag.backends.milvus import retriever as milvus
+    from parallel_rag.backends.milvus import writes as milvus_writes
 
-    milvus.write_chunks.__kwdefaults__["batch_size"] = 4
+    milvus_writes.write_chunks.__kwdefaults__["batch_size"] = 4
     real_add, calls = Milvus.add_embeddings, []
 
     def add_embeddings(self, *args, **kwargs):

@@ -39,7 +39,8 @@ from langchain_core.retrievers import BaseRetriever
 from langgraph_sdk import get_client
 from llama_cpp import Llama
 from parallel_rag.backends.milvus.expressions import milvus_expression
-from parallel_rag.backends.milvus.retriever import MilvusSettings, open_store
+from parallel_rag.backends.milvus.settings import MilvusSettings
+from parallel_rag.backends.milvus.stores import open_store
 from parallel_rag.graph.builder import build_graph, build_graphs
 from parallel_rag.graph.loading import load_config
 from parallel_rag.nodes import prompts

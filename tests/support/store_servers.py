@@ -15,7 +15,7 @@ MILVUS_START_TIMEOUT = 60
 def milvus_server(tmp_path_factory):
     """The URI of a ``milvus-lite server`` on 127.0.0.1:<free port>, stopped by its PID at the
     end of the session (its cached clients forgotten first)."""
-    from parallel_rag.backends.milvus.retriever import forget_stores
+    from parallel_rag.backends.milvus.stores import forget_stores
 
     data_dir = tmp_path_factory.mktemp("milvus-server")
     port = free_port()
