@@ -11,6 +11,11 @@ without the backend's retriever or client library) and declares it in ``backends
 composes them, discriminated on ``backend``; the other sections' models are in
 ``graph/stage_settings.py``. This module holds the whole pipeline (``PipelineConfig``) and its
 checks across sections, and is where the schema's names are imported from.
+
+The schema's models (these, the entries' and every backend's settings) defer building their
+validators to the first configuration validated (pydantic's ``defer_build``): importing the
+graph builds none of them, which was about half of the import's own cost (issue 51's bar:
+``bench/install_footprint.py``); the first ``parse_config`` builds them all, once.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ MIN_RETRIEVERS, MAX_RETRIEVERS = 2, 4
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class PipelineConfig(_Strict):

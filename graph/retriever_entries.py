@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class RetrieverEntry(_Strict):

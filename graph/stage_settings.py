@@ -38,7 +38,7 @@ DEFAULT_RERANK_CANDIDATES = 20
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class RewriterConfig(_Strict):

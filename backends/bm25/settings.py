@@ -21,7 +21,7 @@ DEFAULT_INDEX_PATH = ".parallel-rag/bm25"
 class BM25Settings(BaseModel):
     """``backend_config`` of a ``bm25`` retriever entry in the parallel-rag config."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     index_path: str = Field(
         default=DEFAULT_INDEX_PATH,

@@ -42,7 +42,7 @@ class ExternalAPISettings(BaseModel):
     ``rag`` plugin configuration block, so one pastes in, plus the
     per-format response mapping)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     endpoint: str = Field(min_length=1, description="full URL the search request is POSTed to")
     request_format: RequestFormat

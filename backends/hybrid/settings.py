@@ -15,6 +15,6 @@ class HybridOptions(BaseModel):
     """The hybrid's own setting; the configuration adds its legs, ``primary`` and
     ``fallback`` (each a full retriever entry of another backend), from ``BACKEND.legs``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     strategy: HybridStrategy = "sequential"

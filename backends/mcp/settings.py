@@ -17,7 +17,7 @@ PLACEHOLDERS = ("user_content", "top_k", "filters", "decision_name")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class StdioServer(_Strict):
@@ -51,7 +51,7 @@ MCPServerConfig = Annotated[StdioServer | StreamableHTTPServer, Field(discrimina
 class MCPSettings(BaseModel):
     """``backend_config`` of an ``mcp`` retriever."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     server_name: str = Field(min_length=1, description="a key of the top-level mcp_servers")
     tool_name: str = Field(min_length=1)

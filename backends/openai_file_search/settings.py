@@ -49,7 +49,7 @@ class OpenAIFileSearchSettings(BaseModel):
     """``backend_config`` of an ``openai`` retriever (field names of a ``rag`` plugin
     configuration block, so one pastes in unchanged)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     vector_store_id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")
     api_key: SecretStr | None = None

@@ -16,7 +16,7 @@ class QdrantSettings(BaseModel):
     """``backend_config`` of a ``qdrant`` retriever (field names of a ``rag`` plugin
     configuration block, so one pastes in unchanged)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     collection: str = Field(default="parallel_rag", min_length=1)
     content_field: str = Field(default="content", min_length=1)

@@ -40,7 +40,7 @@ class PassageSettings(BaseModel):
     query that restates one sentence of a long chunk (a claim and its evidence) matches that
     sentence better than any 256-word-piece window around it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     max_tokens: int | None = Field(
         default=None,
@@ -66,7 +66,7 @@ class PassageSettings(BaseModel):
 class QdrantEdgeSettings(BaseModel):
     """``backend_config`` of a ``qdrant_edge`` retriever."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     path: str = Field(default=DEFAULT_PATH, min_length=1)
     collection: str = Field(default="parallel_rag", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

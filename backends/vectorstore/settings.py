@@ -22,7 +22,7 @@ class VectorStoreSettings(BaseModel):
     """``backend_config`` of a ``vectorstore`` retriever (field names of a ``rag`` plugin
     configuration block, so one pastes in unchanged)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     vector_store_id: str = Field(pattern=STORE_ID)
     root: str = DEFAULT_ROOT
