@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
@@ -23,19 +24,15 @@ from parallel_rag.graph.configuration import (
     RewriterConfig,
 )
 from parallel_rag.nodes.chat_models import make_chat_model
-from parallel_rag.nodes.generate.chat import ChatModelGenerator
-from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
-from parallel_rag.nodes.generate.sentence_vectors import load_stored_sentence_embeddings
 from parallel_rag.nodes.prompts import GENERATOR_SYSTEM_PROMPT, LISTWISE_RERANK_PROMPT
-from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
 from parallel_rag.nodes.rerank.listwise import ListwiseLLMScorer
-from parallel_rag.nodes.rerank.scorers import (
-    BudgetSettingError,
-    EmbeddingSimilarityScorer,
-    ExitNotTrainedError,
-    ScorerUnavailableError,
-)
 from parallel_rag.nodes.rewrite.rewriters import ChatModelRewriter, PseudoRelevanceRewriter
+
+if TYPE_CHECKING:  # each imported by the factory that builds it, when a configuration names it
+    from parallel_rag.nodes.generate.chat import ChatModelGenerator
+    from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+    from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer
+    from parallel_rag.nodes.rerank.scorers import EmbeddingSimilarityScorer
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +106,7 @@ def make_generator(
     model: BaseChatModel | None,
     embeddings: EmbeddingsConfig | None = None,
     base_dir: Path | None = None,
-):
+) -> ExtractiveGenerator | ChatModelGenerator:
     """The generator of ``config.kind``. The extractive one reads the sentence vectors ingest
     stored at ``config.sentence_vectors`` (relative to ``base_dir``; not read without one),
     embedding only the sentences the store lacks."""
@@ -121,6 +118,9 @@ def make_generator(
             )
         model = make_chat_model(config.llm)
     if model is None:
+        from parallel_rag.nodes.generate.extractive import ExtractiveGenerator
+        from parallel_rag.nodes.generate.sentence_vectors import load_stored_sentence_embeddings
+
         loader = None
         if embeddings is not None and config.min_similarity is not None:
             model_name, device = embeddings.model, embeddings.device
@@ -134,6 +134,8 @@ def make_generator(
             min_similarity=config.min_similarity or 0.0,
             sentence_cache_size=config.sentence_cache_size,
         )
+    from parallel_rag.nodes.generate.chat import ChatModelGenerator
+
     return ChatModelGenerator(
         model,
         injection_mode=config.injection_mode,
@@ -167,6 +169,14 @@ def make_scorer(
             overflow=config.overflow,
             prompt=config.prompt or LISTWISE_RERANK_PROMPT,
         )
+    from parallel_rag.nodes.rerank.cross_encoder import CrossEncoderScorer, ModelFormatError
+    from parallel_rag.nodes.rerank.scorers import (
+        BudgetSettingError,
+        EmbeddingSimilarityScorer,
+        ExitNotTrainedError,
+        ScorerUnavailableError,
+    )
+
     scorer: CrossEncoderScorer | EmbeddingSimilarityScorer
     assert config.model is not None  # validated: bundled for embedding, required otherwise
     if config.kind == "cross_encoder":
