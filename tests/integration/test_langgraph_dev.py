@@ -205,7 +205,9 @@ async def test_studio_chat_on_one_thread_over_two_turns(client_and_assistant):
         input={"messages": [{"role": "user", "content": "Which bridge collapsed in 1940?"}]},
     )
     assert first["resolution"]["method"] == "as_written"
-    assert "tacoma-narrows" in first["documents"][0]["metadata"]["source"]
+    # the embedding reranker's top 5 per branch: the bridge that fell is among the first three
+    assert any("tacoma-narrows" in d["metadata"]["source"] for d in first["documents"][:3])
+    assert "Tacoma Narrows" in first["answer"]
     second = await client.runs.wait(
         thread["thread_id"],
         assistant,
