@@ -62,9 +62,10 @@ def test_fusion_finds_what_one_retriever_alone_misses(
             if not any(_is_gold(d, question) for d in as_dicts):
                 rescued.append((question["id"], name))
     missed_by = {name for _, name in rescued}
-    # the dense branch scores sentences too, so it now finds the acronym, code and name
-    # questions (q02-q04) in its top 3: q01 is left for it to miss, q05 and q07 for BM25
-    assert len(rescued) >= 3 and missed_by == {"lexical", "dense"}, rescued
+    # the dense branch scores sentences too, so it finds the acronym, code and name questions
+    # (q02-q04) in its top 3, and BM25 weighs title words (TITLE_WEIGHT), so it finds q07: q01
+    # is left for dense to miss and q05 for BM25, and fusion keeps both
+    assert len(rescued) >= 2 and missed_by == {"lexical", "dense"}, rescued
 
 
 def test_documents_carry_every_source_and_are_cut_to_top_k(example_graph):
