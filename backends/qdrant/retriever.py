@@ -8,6 +8,8 @@ naming the path.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +42,8 @@ if TYPE_CHECKING:  # imported where used: the "qdrant" extra, and 0.5 s, only wh
     from qdrant_client import QdrantClient, models
 
 
+log = logging.getLogger(__name__)
+
 _clients: dict[tuple[str, str], QdrantClient] = {}
 _client_locks: dict[tuple[str, str], threading.Lock] = {}
 _registry_lock = threading.Lock()
@@ -66,7 +70,24 @@ def shared_client(key: tuple[str, str], api_key: SecretStr | None = None) -> Qdr
                         raise
                     raise StoreInUseError("Qdrant local storage", value, "Qdrant") from None
             _client_locks[key] = threading.Lock()
+            if len(_clients) == 1:
+                atexit.register(close_clients)
         return _clients[key]
+
+
+def close_clients() -> None:
+    """Close every shared client while the interpreter can still import: left to its
+    ``__del__`` at shutdown, local mode's close fails and prints a traceback
+    ("sys.meta_path is None") into the output of every process that used it."""
+    with _registry_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+        _client_locks.clear()
+    for client in clients:
+        try:
+            client.close()
+        except Exception as error:  # noqa: BLE001 - a close at exit reports, never raises
+            log.debug("closing a Qdrant client at exit failed: %s", error)
 
 
 def client_lock(key: tuple[str, str]) -> threading.Lock:
