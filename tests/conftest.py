@@ -16,7 +16,15 @@ long module at the end while the others idle.
 
 import os
 
-import pytest
+# The suite embeds on the core install's runtime, the packaged MiniLM on ONNX Runtime (what
+# `pip install parallel-rag` and `make demo` run), in this process and in every CLI, server and
+# replica it starts (they inherit the environment). The torch extra's path (sentence-transformers,
+# the bf16 and int8 document encoders) is tested where it is the subject: test_onnx_query.py,
+# test_packaged_minilm.py and test_cli_library_logs.py choose it by name. Without this every
+# process the suite starts imports torch to check the ONNX vectors against it, about 9 s of CPU.
+os.environ.setdefault("PARALLEL_RAG_EMBEDDINGS_RUNTIME", "onnx")
+
+import pytest  # noqa: E402
 from llm_fixtures import llm_server, llm_settings  # noqa: F401  (SmolLM2 on llama.cpp)
 from real_fixtures import example_graph, example_index, example_questions  # noqa: F401
 from redis_server import redis_server  # noqa: F401  (redis-server)

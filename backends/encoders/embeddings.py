@@ -372,8 +372,10 @@ class QueryOnceEmbeddings(WrappedEmbeddings):
 
 
 @lru_cache(maxsize=8)
-def _load(model: str, device: str) -> Embeddings:
-    if model == BUNDLED and device == "cpu" and bundled_runtime() == "onnx":
+def _load(model: str, device: str, runtime: str) -> Embeddings:
+    """One model per name, device and bundled runtime (``RUNTIME_ENV`` is read at each load,
+    so a process that changes it gets the runtime it names)."""
+    if model == BUNDLED and device == "cpu" and runtime == "onnx":
         from parallel_rag.backends.encoders.packaged_minilm import packaged_minilm
 
         return QueryOnceEmbeddings(packaged_minilm())
@@ -415,7 +417,7 @@ _loaded: dict[tuple[str, str], Embeddings] = {}
 def load_embeddings(model: str = BUNDLED, device: str = "cpu") -> Embeddings:
     """The shared embedding model (thread-safe first load)."""
     with _load_lock:
-        embeddings = _loaded[(model, device)] = _load(model, device)
+        embeddings = _loaded[(model, device)] = _load(model, device, bundled_runtime())
         return embeddings
 
 

@@ -77,7 +77,7 @@ def test_the_oldest_queries_are_forgotten_first():
 @pytest.fixture
 def counting(monkeypatch):
     inner = CountingEmbedder()
-    monkeypatch.setattr(shared, "_load", lambda model, device: wrapped)
+    monkeypatch.setattr(shared, "_load", lambda model, device, runtime: wrapped)
     wrapped = QueryOnceEmbeddings(inner)
     return inner
 

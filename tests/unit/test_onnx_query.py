@@ -15,6 +15,7 @@ from parallel_rag.backends.encoders.embeddings import (
     BF16_ROW_STEP,
     BF16_WIDTH_STEP,
     DOCUMENT_ENCODER_ENV,
+    RUNTIME_ENV,
     Bf16DocumentEmbeddings,
     amx_bf16,
     bundled_model_path,
@@ -34,6 +35,14 @@ TEXTS = [
     "tab\tand\nnewline, Ünïcode and 中文 in one question?",
     " ".join(["A long passage that runs past the model's 256-token limit."] * 60),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def torch_runtime():
+    """This module tests the torch extra's path: the suite's default runtime is ONNX (conftest)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(RUNTIME_ENV, "torch")
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +279,6 @@ def test_the_int8_choice_loads_the_int8_encoder(monkeypatch):
     from parallel_rag.backends.encoders.embeddings import _load
 
     monkeypatch.setenv(DOCUMENT_ENCODER_ENV, "int8")
-    model = _load.__wrapped__("bundled", "cpu").inner
+    model = _load.__wrapped__("bundled", "cpu", "torch").inner
     assert isinstance(model, OnnxQueryEmbeddings) and model.documents_on_int8
     assert not isinstance(model.inner, Bf16DocumentEmbeddings)

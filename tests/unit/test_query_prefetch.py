@@ -227,7 +227,7 @@ def shared_model(monkeypatch):
     ``prefetch_query`` call and its answer recorded."""
     inner = GatedEmbedder()
     model = QueryOnceEmbeddings(inner)
-    monkeypatch.setattr(shared, "_load", lambda name, device: model)
+    monkeypatch.setattr(shared, "_load", lambda name, device, runtime: model)
     monkeypatch.setattr(shared, "_loaded", {})
     model.prefetched = []
     prefetch = model.prefetch_query
