@@ -70,8 +70,6 @@ def shared_client(key: tuple[str, str], api_key: SecretStr | None = None) -> Qdr
                         raise
                     raise StoreInUseError("Qdrant local storage", value, "Qdrant") from None
             _client_locks[key] = threading.Lock()
-            if len(_clients) == 1:
-                atexit.register(close_clients)
         return _clients[key]
 
 
@@ -88,6 +86,9 @@ def close_clients() -> None:
             client.close()
         except Exception as error:  # noqa: BLE001 - a close at exit reports, never raises
             log.debug("closing a Qdrant client at exit failed: %s", error)
+
+
+atexit.register(close_clients)
 
 
 def client_lock(key: tuple[str, str]) -> threading.Lock:
