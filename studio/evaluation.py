@@ -27,7 +27,7 @@ from parallel_rag.graph.configuration import ConfigError, PipelineConfig
 from parallel_rag.graph.state import MAX_TOP_K
 from parallel_rag.nodes.generate.sentence_vectors import GeneratorSentences
 from parallel_rag.studio.ingestion.chunk import Chunk
-from parallel_rag.studio.ingestion.embed import embed_chunks
+from parallel_rag.studio.ingestion.embed import embed_chunks, store_sentence_vectors
 
 BEIR_NAMESPACE = uuid.UUID("0c7d3f5e-8a61-4b3a-9f2e-2b6f6c1d9e47")
 DOC_ID_KEY = "doc_id"
@@ -91,19 +91,32 @@ def index_corpus(
 ) -> None:
     """Write the corpus, one unit per document, into every index of ``config`` an evaluation
     can write (``evaluable_backends``; the others are left alone), embedded once for those
-    that need vectors."""
+    that need vectors.
+
+    The generator's sentences are embedded once and stored under ``base_dir``, as ingest's
+    embed stage stores them (``store_sentence_vectors``), so a store that indexes sentences
+    and the fusion fit afterwards (``studio/fusion_fit.py``: the sentences of the chunks it
+    edits) read them instead of embedding them again."""
     chunks = corpus_chunks(corpus)
-    vectors = None
     embeddings = config.embeddings
-    # a store that indexes sentences cuts and embeds them as the generator does
-    sentences = GeneratorSentences(embeddings.model, embeddings.device)
+    stored = config.generator.sentence_vectors
+    sentences = GeneratorSentences(
+        embeddings.model, embeddings.device, base_dir / stored if stored is not None else None
+    )
     context = BackendContext(base_dir, embeddings.model, embeddings.device, sentences)
-    for entry in config.retrievers:
-        if entry.backend not in evaluable_backends():
-            continue
-        writer = collection_writer(entry.backend, entry.backend_config, context)
-        if writer.needs_vectors and vectors is None:
-            vectors = embed_chunks(chunks, embeddings.model, embeddings.device, progress)
+    entries = [e for e in config.retrievers if e.backend in evaluable_backends()]
+    writers = [collection_writer(e.backend, e.backend_config, context) for e in entries]
+    vectors = None
+    if any(writer.needs_vectors for writer in writers):
+        vectors = embed_chunks(chunks, embeddings.model, embeddings.device, progress)
+    # a sentence that is a whole unit takes the unit's vector (ingest passes the same)
+    known = (
+        {c.content: row for c, row in zip(chunks, vectors, strict=True)}
+        if vectors is not None
+        else None
+    )
+    store_sentence_vectors(chunks, config, base_dir, progress, known)
+    for writer in writers:
         batch = ChunkBatch(
             ids=[c.id for c in chunks],
             texts=[c.content for c in chunks],

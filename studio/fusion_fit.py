@@ -69,6 +69,7 @@ PSEUDO_QUERIES = 200
 MIN_CHUNKS = 200  # fewer chunks: too few distractors for the ranks to say anything
 MIN_QUERIES = 50  # fewer pseudo-queries: the grid's means are noise
 DEPTH = 100  # candidates each branch gives a pseudo-query (the scores are normalised over them)
+OUTSIDE_SPARE = 20  # hits asked of a dense store beyond DEPTH, for the edited ones among them
 MARGIN = 0.01  # nDCG@10 over the pseudo-queries a setting must gain to replace the default
 SEED = 0
 MAX_INGEST_FIT_CHUNKS = 50_000  # above: ingest leaves the fit to `tune` (memory, time)
@@ -375,11 +376,29 @@ def edited_corpus_lists(
             if real is None:
                 lists[name] = _hits(copy, q.query, depth)
                 continue
-            outside = [h for h in _hits(real, q.query, depth + len(edited)) if h[0] not in edited]
-            merged = outside + _hits(copy, q.query, len(edited))
+            merged = outside_hits(real, q.query, depth, edited, len(chunks)) + _hits(
+                copy, q.query, depth
+            )
             lists[name] = sorted(merged, key=lambda h: -h[1])[:depth]
         runs.append(lists)
     return runs
+
+
+def outside_hits(
+    real, query: str, depth: int, edited: Mapping[str, str], corpus: int
+) -> list[tuple[str, float]]:
+    """The real store's best ``depth`` hits that are not edited chunks (``corpus``: chunks in
+    the store). In a corpus much larger than ``depth`` the store is asked for
+    ``OUTSIDE_SPARE`` more than ``depth`` first (a query meets few of the edited chunks among
+    its best), and for ``depth`` plus every edited chunk only when those were not enough: a
+    search's cost grows with ``k``, and the fit makes two for every pseudo-query."""
+    every = depth + len(edited)
+    asked = every if corpus <= every + OUTSIDE_SPARE else depth + OUTSIDE_SPARE
+    found = _hits(real, query, asked)
+    outside = [h for h in found if h[0] not in edited]
+    if len(outside) < depth and len(found) == asked < every:
+        outside = [h for h in _hits(real, query, every) if h[0] not in edited]
+    return outside[:depth]
 
 
 def corpus_chunks(config: PipelineConfig, base_dir: Path) -> list[tuple[str, str, dict[str, Any]]]:

@@ -8,6 +8,10 @@ import json
 
 import pytest
 import yaml
+from parallel_rag.backends.encoders.embeddings import BUNDLED, embedding_identity
+from parallel_rag.nodes.generate.sentence_vectors import DEFAULT_PATH as SENTENCE_VECTORS_PATH
+from parallel_rag.nodes.generate.sentence_vectors import SentenceVectorStore
+from parallel_rag.nodes.generate.sentences import split_sentences
 from parallel_rag.studio.cli import main
 
 pytestmark = pytest.mark.integration
@@ -53,6 +57,13 @@ def test_eval_prints_each_retriever_and_the_fused_graph(beir, tmp_path, capsys):
     rows = {line.split(" | ")[0].strip("| "): line for line in lines[2:-1]}
     assert list(rows) == ["lexical", "dense", "fused"]
     assert rows["fused"] == "| fused | 1.0000 | 1.0000 |"  # every judged doc first
+
+    # every sentence the generator scores was embedded once and stored, as ingest stores them:
+    # the store that indexes sentences and the fusion fit read them instead of embedding again
+    store = SentenceVectorStore(workdir / SENTENCE_VECTORS_PATH, embedding_identity(BUNDLED))
+    sentences = [s for t, text in CORPUS.values() for s in split_sentences(f"{t}\n{text}")]
+    assert sentences and store.missing(sentences) == []
+    store.close()
 
     marker = workdir / "eval-index.json"
     indexed_at = marker.stat().st_mtime_ns

@@ -9,6 +9,9 @@ import json
 import random
 
 import pytest
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from parallel_rag.backends.base import SCORE_KEY
 from parallel_rag.graph.builder import build_graph
 from parallel_rag.graph.fitted_fusion import (
     FIT_FILE,
@@ -21,11 +24,13 @@ from parallel_rag.graph.fitted_fusion import (
 from parallel_rag.graph.loading import parse_config
 from parallel_rag.nodes.fuse import FusionPlan
 from parallel_rag.studio.fusion_fit import (
+    OUTSIDE_SPARE,
     SHIPPED,
     Candidate,
     choose,
     fit_fusion,
     ndcg_at_10,
+    outside_hits,
     pseudo_queries,
     pseudo_query_of,
     score_candidates,
@@ -285,3 +290,35 @@ def test_ingest_leaves_a_large_corpus_to_tune(tmp_path, monkeypatch):
     report = ingest_paths([tmp_path / "docs"], config, tmp_path, progress=False)
     assert report.fusion.startswith("fusion: not fitted at ingest (30 chunks, over 20")
     assert not fit_path(config, tmp_path).exists()
+
+
+class RankedStore(BaseRetriever):
+    """A store's ranking as a retriever (ids ``c0``, ``c1``, ... best first, scores falling),
+    recording the ``k`` each search asks for: how many hits the fit asks of a real store."""
+
+    size: int
+    asked: list[int] = []
+
+    def _get_relevant_documents(self, query, *, run_manager, k=10):
+        self.asked.append(k)
+        hits = range(min(k, self.size))
+        return [Document("", id=f"c{i}", metadata={SCORE_KEY: 1 - i / self.size}) for i in hits]
+
+
+def test_the_fit_asks_a_large_store_for_a_few_more_hits_than_it_keeps():
+    store = RankedStore(size=1000)
+    few = {f"c{i}": "edited" for i in (0, 3, 500, 700)}  # two of them among the best
+    assert [h[0] for h in outside_hits(store, "q", 100, few, 1000)] == [
+        f"c{i}" for i in range(102) if i not in (0, 3)
+    ]
+    assert store.asked == [100 + OUTSIDE_SPARE]
+    # every chunk the store ranks first is edited: asked again, for depth + every edited one
+    store.asked.clear()
+    many = {f"c{i}": "edited" for i in range(150)}
+    kept = outside_hits(store, "q", 100, many, 1000)
+    assert [h[0] for h in kept] == [f"c{i}" for i in range(150, 250)]
+    assert store.asked == [100 + OUTSIDE_SPARE, 100 + 150]
+    # a store hardly larger than that is asked for it at once
+    store.asked.clear()
+    assert len(outside_hits(store, "q", 100, many, 260)) == 100
+    assert store.asked == [100 + 150]
