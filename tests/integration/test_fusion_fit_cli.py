@@ -1,4 +1,4 @@
-"""The fusion fit end to end on a small real corpus (SciFact abstracts, embedded defaults):
+"""The fusion fit end to end on a small real corpus (HotpotQA paragraphs, embedded defaults):
 ``ingest`` fits it and says so, ``ask --json`` reports the fitted settings in the result's
 ``fusion``, ``tune`` fits again on demand, and ``eval`` prints the settings its fused row ran
 with. Skipped without the shared evaluation data."""
@@ -13,42 +13,42 @@ from real_fixtures import SHARED_DATA
 
 pytestmark = pytest.mark.integration
 
-SCIFACT = SHARED_DATA / "scifact"
+HOTPOTQA = SHARED_DATA / "hotpotqa-dev500"
 DOCUMENTS = 220
-"""What ``eval`` indexes: one unit per document, and the fit needs ``MIN_CHUNKS`` (200)."""
-INGEST_DOCUMENTS = 120
-"""What ``ingest`` gets: the first of those documents, about two chunks each (over 200)."""
+"""Over the fit's ``MIN_CHUNKS`` (200): ``eval`` indexes one unit per document, and ingest cuts
+a Wikipedia paragraph into one chunk (or two). Short paragraphs on purpose: the fit embeds
+every chunk it edits and their sentences, and a SciFact abstract costs about four paragraphs."""
 QUERIES = 20
 
 
 @pytest.fixture(scope="module")
-def scifact_slice(tmp_path_factory):
+def hotpot_slice(tmp_path_factory):
     """The documents judged for the first test queries, filled up with others to ``DOCUMENTS``:
     as a JSONL file to ingest and as a BEIR folder to evaluate."""
-    if not (SCIFACT / "corpus.jsonl").is_file():
-        pytest.skip(f"evaluation data not found: {SCIFACT}")
-    rows = [r.split("\t") for r in (SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    if not (HOTPOTQA / "corpus.jsonl").is_file():
+        pytest.skip(f"evaluation data not found: {HOTPOTQA}")
+    rows = [r.split("\t") for r in (HOTPOTQA / "qrels" / "test.tsv").read_text().splitlines()[1:]]
     qrels: dict[str, dict[str, str]] = {}
     for qid, doc, score in rows:
         if len(qrels) < QUERIES or qid in qrels:
             qrels.setdefault(qid, {})[doc] = score
     wanted = {doc for docs in qrels.values() for doc in docs}
     corpus = {}
-    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as handle:
+    with open(HOTPOTQA / "corpus.jsonl", encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
-            if record["_id"] in wanted or len(corpus) < DOCUMENTS - len(wanted):
+            others = len(corpus) - len(wanted & corpus.keys())
+            if record["_id"] in wanted or others < DOCUMENTS - len(wanted):
                 corpus[record["_id"]] = record
-    folder = tmp_path_factory.mktemp("scifact-slice")
+    folder = tmp_path_factory.mktemp("hotpot-slice")
     (folder / "qrels").mkdir()
     lines = [json.dumps(r) for r in corpus.values()]
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     docs = [{"id": r["_id"], "title": r["title"], "text": r["text"]} for r in corpus.values()]
     ingest = folder / "ingest"
     ingest.mkdir()
-    lines = map(json.dumps, docs[:INGEST_DOCUMENTS])
-    (ingest / "abstracts.jsonl").write_text("\n".join(lines) + "\n")
-    with open(SCIFACT / "queries.jsonl", encoding="utf-8") as handle:
+    (ingest / "paragraphs.jsonl").write_text("\n".join(map(json.dumps, docs)) + "\n")
+    with open(HOTPOTQA / "queries.jsonl", encoding="utf-8") as handle:
         queries = [json.loads(line) for line in handle]
     kept = [q for q in queries if q["_id"] in qrels]
     (folder / "queries.jsonl").write_text("\n".join(map(json.dumps, kept)) + "\n")
@@ -57,8 +57,8 @@ def scifact_slice(tmp_path_factory):
     return folder, kept
 
 
-def test_ingest_fits_and_the_result_and_tune_show_it(scifact_slice, tmp_path, monkeypatch, capsys):
-    folder, queries = scifact_slice
+def test_ingest_fits_and_the_result_and_tune_show_it(hotpot_slice, tmp_path, monkeypatch, capsys):
+    folder, queries = hotpot_slice
     monkeypatch.chdir(tmp_path)
     assert main(["ingest", str(folder / "ingest"), "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -87,9 +87,9 @@ def test_ingest_fits_and_the_result_and_tune_show_it(scifact_slice, tmp_path, mo
 
 
 def test_eval_fits_the_collection_and_prints_the_settings_of_its_fused_row(
-    scifact_slice, tmp_path, capsys
+    hotpot_slice, tmp_path, capsys
 ):
-    folder, _ = scifact_slice
+    folder, _ = hotpot_slice
     argv = ["eval", str(folder), "--workdir", str(tmp_path / "work"), "--quiet"]
     assert main([*argv, "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
