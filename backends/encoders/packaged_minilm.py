@@ -65,7 +65,11 @@ class PassageTokenizer:
         self._tokenizer = tokenizer
 
     def __call__(
-        self, text: str, add_special_tokens: bool = True, return_offsets_mapping: bool = False
+        self,
+        text: str,
+        add_special_tokens: bool = True,
+        return_offsets_mapping: bool = False,
+        verbose: bool = True,  # transformers' flag for its too-long warning; this one has none
     ) -> _Encoded:
         encoding = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
         return _Encoded(encoding, return_offsets_mapping)

@@ -79,7 +79,9 @@ class PassageSplitter:
         self.stride = max(1, min(stride or self.room, self.room))
 
     def count(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        # verbose=False: a text longer than the model reads is what a splitter is given, and
+        # transformers would warn on stderr that it is (the CLI's output is ours)
+        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def heading(self, text: str, title: str | None) -> tuple[str, str]:
         """(title, body): the title metadata when the text starts with it, else a first line
@@ -99,7 +101,9 @@ class PassageSplitter:
         room = self.room - (self.count(head) if head else 0)
         if room < self.room // 2:  # a title that long would crowd out the text
             head, body, room = "", text, self.room
-        encoded = self.tokenizer(body, add_special_tokens=False, return_offsets_mapping=True)
+        encoded = self.tokenizer(
+            body, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
         offsets = encoded["offset_mapping"]
         words = encoded.word_ids()
         total = len(offsets)

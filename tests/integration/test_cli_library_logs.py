@@ -35,6 +35,9 @@ def test_first_ingest_prints_no_library_debug_lines(tmp_path: Path):
     (corpus / "engines.md").write_text(
         "# Engines\n\nCharles Babbage designed the Analytical Engine.\n", encoding="utf-8"
     )
+    # longer than the model reads (256 word pieces): split into passages with the tokenizer
+    long_text = " ".join(f"The engine's mill held number {n} in its store." for n in range(60))
+    (corpus / "mill.md").write_text(f"# The mill\n\n{long_text}\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PARALLEL_RAG_CONFIG"}
     env.update(
         HF_HUB_OFFLINE="1",
@@ -53,7 +56,7 @@ def test_first_ingest_prints_no_library_debug_lines(tmp_path: Path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert "ingested 2 file(s)" in done.stdout
+    assert "ingested 3 file(s)" in done.stdout
     assert list((tmp_path / "cache").rglob("*int8*.onnx"))  # the path that logged was taken
     output = done.stdout + done.stderr
     third_party = [
@@ -61,3 +64,4 @@ def test_first_ingest_prints_no_library_debug_lines(tmp_path: Path):
     ]
     assert third_party == [], output
     assert "bm25s" not in output
+    assert "Token indices sequence length" not in output  # transformers on a passage's text
