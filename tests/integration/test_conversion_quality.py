@@ -3,7 +3,9 @@ packages install under /usr/share/doc (``make documents-in-the-wild``; public do
 permissive licences), read where they are installed, ingested with the shipped defaults and
 asked questions written from their text. ``bench/conversion_quality.py`` owns the files, the
 questions and the scoring; this runs a few of them through its ``--files`` mode, as a user runs
-it, and holds what it measured (bench/CONVERSION-QUALITY-RESULTS.md has every question)."""
+it, and holds what it measured (bench/CONVERSION-QUALITY-RESULTS.md has every question). That
+mode leaves the fusion unfitted: on these four files the fit keeps the shipped fusion anyway
+(``bench.conversion_quality.floor_run`` says what was measured)."""
 
 from __future__ import annotations
 
