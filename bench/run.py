@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import sys
 import time
 import traceback
@@ -126,6 +127,14 @@ def versions() -> dict[str, str]:
     return found
 
 
+def process_cpu() -> float:
+    """CPU seconds of this process and of the child processes it has waited for (servers a
+    section started and stopped): what a section cost, whatever else the machine ran."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 # -- the run ---------------------------------------------------------------------------------------
 
 
@@ -143,7 +152,7 @@ class Harness:
 
     def section(self, name: str, fn, *a, **kw) -> Any:
         log(f"== {name}")
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), process_cpu()
         try:
             value = fn(*a, **kw)
         except Exception as error:  # one failed section must not lose the others
@@ -151,7 +160,8 @@ class Harness:
             self.errors[name] = f"{type(error).__name__}: {error}"[:400]
             self.notes.append(f"**{name} failed** in this run: {self.errors[name]}")
             return None
-        log(f"== {name} done in {time.perf_counter() - started:.0f}s")
+        cpu = process_cpu() - cpu_started
+        log(f"== {name} done in {time.perf_counter() - started:.0f}s ({cpu:.0f}s CPU)")
         return value
 
     def run(self) -> int:
