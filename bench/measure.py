@@ -67,6 +67,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def process_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of the child processes it has waited
+    for (servers a bench section started and stopped): what the section cost, whatever else
+    the machine ran."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def tree_cpu_seconds(pid: int | None = None) -> float:
     """CPU seconds (user + system) of a process and all its live descendants (Linux /proc):
     counts an embedded store's engine process (Milvus Lite) with its client."""

@@ -24,7 +24,6 @@ import datetime as dt
 import json
 import os
 import platform
-import resource
 import sys
 import time
 import traceback
@@ -48,7 +47,7 @@ from bench.data import (  # noqa: E402
     smoke_hotpotqa,
     smoke_scifact,
 )
-from bench.measure import INLINE_ENV  # noqa: E402
+from bench.measure import INLINE_ENV, process_cpu_seconds  # noqa: E402
 
 BENCH_DIR = REPO_ROOT / "bench"
 OUT_DIR = BENCH_DIR / "out"
@@ -127,14 +126,6 @@ def versions() -> dict[str, str]:
     return found
 
 
-def process_cpu() -> float:
-    """CPU seconds of this process and of the child processes it has waited for (servers a
-    section started and stopped): what a section cost, whatever else the machine ran."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 # -- the run ---------------------------------------------------------------------------------------
 
 
@@ -152,7 +143,7 @@ class Harness:
 
     def section(self, name: str, fn, *a, **kw) -> Any:
         log(f"== {name}")
-        started, cpu_started = time.perf_counter(), process_cpu()
+        started, cpu_started = time.perf_counter(), process_cpu_seconds()
         try:
             value = fn(*a, **kw)
         except Exception as error:  # one failed section must not lose the others
@@ -160,7 +151,7 @@ class Harness:
             self.errors[name] = f"{type(error).__name__}: {error}"[:400]
             self.notes.append(f"**{name} failed** in this run: {self.errors[name]}")
             return None
-        cpu = process_cpu() - cpu_started
+        cpu = process_cpu_seconds() - cpu_started
         log(f"== {name} done in {time.perf_counter() - started:.0f}s ({cpu:.0f}s CPU)")
         return value
 
