@@ -39,7 +39,7 @@ BROOKLYN = [
 
 
 def docs_route(name: str, retrievers: list[dict], **extra) -> dict:
-    configuration = {"retrievers": retrievers, "top_k": 3, "max_context_length": 3000, **extra}
+    configuration = {"retrievers": retrievers, "top_k": 3, "max_context_length": 1500, **extra}
     return {
         "name": name,
         "model": "smollm2",
