@@ -20,7 +20,8 @@ import os
 # `pip install parallel-rag` and `make demo` run), in this process and in every CLI, server and
 # replica it starts (they inherit the environment). The torch extra's path (sentence-transformers,
 # the bf16 and int8 document encoders) is tested where it is the subject: test_onnx_query.py,
-# test_packaged_minilm.py and test_cli_library_logs.py choose it by name. Without this every
+# test_packaged_minilm.py and test_cli_library_logs.py choose it by name, and
+# test_scifact_quality.py embeds its corpus on the int8 encoder. Without this every
 # process the suite starts imports torch to check the ONNX vectors against it, about 9 s of CPU.
 os.environ.setdefault("PARALLEL_RAG_EMBEDDINGS_RUNTIME", "onnx")
 
