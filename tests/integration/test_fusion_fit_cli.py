@@ -19,12 +19,16 @@ DOCUMENTS = 220
 a Wikipedia paragraph into one chunk (or two). Short paragraphs on purpose: the fit embeds
 every chunk it edits and their sentences, and a SciFact abstract costs about four paragraphs."""
 QUERIES = 20
+SHORT = (250, 400)
+"""Characters of a paragraph filling the corpus up (the judged ones are taken whatever their
+length): two or three sentences, a pseudo-query's sentence and the rest of its chunk, at about
+half the embedding of an average HotpotQA paragraph (540 characters)."""
 
 
 @pytest.fixture(scope="module")
 def hotpot_slice(tmp_path_factory):
-    """The documents judged for the first test queries, filled up with others to ``DOCUMENTS``:
-    as a JSONL file to ingest and as a BEIR folder to evaluate."""
+    """The documents judged for the first test queries, filled up with short others to
+    ``DOCUMENTS``: as a JSONL file to ingest and as a BEIR folder to evaluate."""
     if not (HOTPOTQA / "corpus.jsonl").is_file():
         pytest.skip(f"evaluation data not found: {HOTPOTQA}")
     rows = [r.split("\t") for r in (HOTPOTQA / "qrels" / "test.tsv").read_text().splitlines()[1:]]
@@ -38,7 +42,8 @@ def hotpot_slice(tmp_path_factory):
         for line in handle:
             record = json.loads(line)
             others = len(corpus) - len(wanted & corpus.keys())
-            if record["_id"] in wanted or others < DOCUMENTS - len(wanted):
+            short = SHORT[0] <= len(record["text"]) <= SHORT[1]
+            if record["_id"] in wanted or (short and others < DOCUMENTS - len(wanted)):
                 corpus[record["_id"]] = record
     folder = tmp_path_factory.mktemp("hotpot-slice")
     (folder / "qrels").mkdir()
